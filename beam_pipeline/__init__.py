@@ -1,0 +1,1 @@
+"""Apache Beam pipeline: raw image corpus -> validated, sharded TFRecords + manifest.json."""

@@ -1,0 +1,223 @@
+"""Decoding and checking one image/mask pair (or one labelled image).
+
+Each check returns either a summary of the valid input or a rejection with a
+reason code (:mod:`reasons`) and a detail string; it never raises on bad data.
+
+Conversion rule (documented in the README):
+* Images are stored as 3-channel 8-bit RGB. An image in any other mode is
+  converted with Pillow: grey is replicated to the three channels, palette
+  images are expanded through their palette, an alpha channel is dropped
+  (colour values are kept, not composited), CMYK and YCbCr use Pillow's
+  conversion, 16-bit grey keeps its 8 high bits. A converted image is
+  re-encoded as lossless PNG; every other image keeps its original bytes.
+* Masks are stored as single-channel 8-bit PNG. Grey ('L') masks keep their
+  original bytes. Palette ('P') masks are read as their palette *indices*
+  (the class ids), 16-bit masks are accepted when every value is a valid class
+  id or the ignore label, and 1-bit masks become 0/1; these three are
+  re-encoded as 8-bit grey PNG.
+"""
+
+import dataclasses
+import io
+import struct
+import warnings
+import zlib
+from typing import Optional, Tuple, Union
+
+import numpy as np
+from PIL import Image
+
+from beam_pipeline.core import reasons
+
+_FORMAT_NAMES = {"JPEG": "jpeg", "PNG": "png", "GIF": "gif", "BMP": "bmp", "TIFF": "tiff", "WEBP": "webp"}
+_RGB_CONVERTIBLE = ("L", "LA", "P", "PA", "RGBA", "RGBX", "CMYK", "YCbCr", "1", "La", "RGBa", "LAB", "HSV")
+_SIXTEEN_BIT = ("I;16", "I;16B", "I;16L", "I")
+_DECODE_ERRORS = (OSError, ValueError, SyntaxError, EOFError, struct.error, zlib.error, IndexError, TypeError)
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """What a valid input may be. Built from the command-line options."""
+    num_classes: int
+    ignore_label: Optional[int] = 255
+    max_pixels: int = 64_000_000
+    image_formats: Tuple[str, ...] = ("jpeg", "png")
+    mask_formats: Tuple[str, ...] = ("png",)
+
+
+@dataclasses.dataclass(frozen=True)
+class Rejection:
+    reason: str
+    detail: str
+
+
+@dataclasses.dataclass(frozen=True)
+class ImageCheck:
+    """A decoded, valid image. ``stored`` is None when the original bytes are kept."""
+    height: int
+    width: int
+    stored_format: str
+    stored: Optional[bytes]
+
+
+@dataclasses.dataclass(frozen=True)
+class MaskCheck:
+    height: int
+    width: int
+    class_pixels: Tuple[int, ...]
+    ignore_pixels: int
+    stored: Optional[bytes]
+
+
+def _open(data: bytes, allowed: Tuple[str, ...], max_pixels: int, what: str) -> Union[Image.Image, Rejection]:
+    """Open ``data`` and check its format (by content) and pixel count before decoding."""
+    if not data:
+        return Rejection(reasons.EMPTY_FILE, f"{what} file is empty")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            image = Image.open(io.BytesIO(data))
+    except Image.DecompressionBombError as error:
+        return Rejection(reasons.TOO_MANY_PIXELS, f"{what}: {error}")
+    except Image.UnidentifiedImageError:
+        return Rejection(reasons.UNDECODABLE, f"{what} is not a recognised image format")
+    except _DECODE_ERRORS as error:
+        return Rejection(reasons.UNDECODABLE, f"{what} header: {error}")
+    fmt = _FORMAT_NAMES.get(image.format, str(image.format).lower())
+    if fmt not in allowed:
+        return Rejection(reasons.FORMAT_NOT_ALLOWED, f"{what} is {fmt} by content; allowed: {', '.join(allowed)}")
+    pixels = image.width * image.height
+    if pixels > max_pixels:
+        return Rejection(reasons.TOO_MANY_PIXELS,
+                         f"{what} is {image.width}x{image.height} = {pixels} pixels, limit {max_pixels}")
+    return image
+
+
+def _load(image: Image.Image, what: str) -> Optional[Rejection]:
+    """Force a full decode, so truncated and corrupt data is caught now."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            image.load()
+    except _DECODE_ERRORS as error:
+        message = str(error)
+        reason = reasons.TRUNCATED if "truncat" in message.lower() else reasons.UNDECODABLE
+        return Rejection(reason, f"{what}: {message}")
+    return None
+
+
+def encode_png(array: np.ndarray) -> bytes:
+    """Lossless, deterministic PNG bytes of a uint8 HxW or HxWx3 array."""
+    out = io.BytesIO()
+    Image.fromarray(array).save(out, format="PNG", compress_level=6)
+    return out.getvalue()
+
+
+def to_rgb(image: Image.Image) -> Union[np.ndarray, Rejection]:
+    """The image as HxWx3 uint8 under the conversion rule in the module docstring."""
+    if image.mode == "RGB":
+        return np.asarray(image)
+    if image.mode in _SIXTEEN_BIT:
+        grey = (np.asarray(image).astype(np.uint32) >> 8).clip(0, 255).astype(np.uint8)
+        return np.repeat(grey[:, :, None], 3, axis=2)
+    if image.mode in _RGB_CONVERTIBLE:
+        if image.mode in ("P", "PA") and "transparency" in image.info:
+            image = image.convert("RGBA")
+        return np.asarray(image.convert("RGB"))
+    return Rejection(reasons.UNSUPPORTED_MODE, f"image mode {image.mode} cannot be converted to RGB")
+
+
+def check_image(data: bytes, limits: Limits) -> Union[ImageCheck, Rejection]:
+    image = _open(data, limits.image_formats, limits.max_pixels, "image")
+    if isinstance(image, Rejection):
+        return image
+    failed = _load(image, "image")
+    if failed:
+        return failed
+    fmt = _FORMAT_NAMES.get(image.format, str(image.format).lower())
+    if image.mode == "RGB":
+        return ImageCheck(image.height, image.width, fmt, None)
+    rgb = to_rgb(image)
+    if isinstance(rgb, Rejection):
+        return rgb
+    return ImageCheck(image.height, image.width, "png", encode_png(rgb))
+
+
+def mask_values(image: Image.Image) -> Union[np.ndarray, Rejection]:
+    """Class ids of a single-channel mask: palette indices for 'P', values otherwise."""
+    if image.mode in ("L", "P"):
+        return np.asarray(image)
+    if image.mode == "1":
+        return np.asarray(image).astype(np.uint8)
+    if image.mode in _SIXTEEN_BIT:
+        return np.asarray(image)
+    return Rejection(reasons.MASK_NOT_SINGLE_CHANNEL,
+                     f"mask mode is {image.mode} ({len(image.getbands())} channels); a mask must be single-channel")
+
+
+def class_histogram(values: np.ndarray, limits: Limits) -> Union[Tuple[Tuple[int, ...], int], Rejection]:
+    """Per-class pixel counts and the ignore-label count, or the out-of-range values."""
+    flat = values.ravel()
+    if flat.dtype != np.uint8:
+        top = int(flat.max()) if flat.size else 0
+        if top > 255:
+            bad = np.unique(flat[(flat >= limits.num_classes) & (flat != (limits.ignore_label if limits.ignore_label is not None else -1))])
+            return Rejection(reasons.MASK_VALUE_OUT_OF_RANGE, _out_of_range_detail(bad[:8].tolist(), limits))
+        flat = flat.astype(np.uint8)
+    counts = np.bincount(flat, minlength=256)
+    valid = np.zeros(256, dtype=bool)
+    valid[:limits.num_classes] = True
+    if limits.ignore_label is not None:
+        valid[limits.ignore_label] = True
+    bad = np.flatnonzero(counts[~valid] > 0)
+    if bad.size:
+        bad_values = np.flatnonzero(~valid)[bad]
+        return Rejection(reasons.MASK_VALUE_OUT_OF_RANGE, _out_of_range_detail(bad_values[:8].tolist(), limits))
+    ignore = int(counts[limits.ignore_label]) if limits.ignore_label is not None else 0
+    return tuple(int(c) for c in counts[:limits.num_classes]), ignore
+
+
+def _out_of_range_detail(bad_values, limits: Limits) -> str:
+    allowed = f"0..{limits.num_classes - 1}"
+    if limits.ignore_label is not None:
+        allowed += f" or ignore label {limits.ignore_label}"
+    return f"mask has values {bad_values} outside {allowed}"
+
+
+def check_mask(data: bytes, limits: Limits) -> Union[MaskCheck, Rejection]:
+    image = _open(data, limits.mask_formats, limits.max_pixels, "mask")
+    if isinstance(image, Rejection):
+        return image
+    failed = _load(image, "mask")
+    if failed:
+        return failed
+    values = mask_values(image)
+    if isinstance(values, Rejection):
+        return values
+    histogram = class_histogram(values, limits)
+    if isinstance(histogram, Rejection):
+        return histogram
+    class_pixels, ignore = histogram
+    stored = None if image.mode == "L" else encode_png(values.astype(np.uint8))
+    return MaskCheck(image.height, image.width, class_pixels, ignore, stored)
+
+
+def check_same_size(image: ImageCheck, mask: MaskCheck) -> Optional[Rejection]:
+    if (image.height, image.width) != (mask.height, mask.width):
+        return Rejection(reasons.SIZE_MISMATCH,
+                         f"image is {image.width}x{image.height}, mask is {mask.width}x{mask.height}")
+    return None
+
+
+def parse_label(label: Optional[str], class_names: Tuple[str, ...], num_classes: int) -> Union[int, Rejection]:
+    """A class id from a label given as a class name or as an integer id."""
+    text = "" if label is None else str(label).strip()
+    if text in class_names:
+        return class_names.index(text)
+    try:
+        value = int(text)
+    except ValueError:
+        return Rejection(reasons.UNKNOWN_LABEL, f"label {text!r} is not a known class")
+    if 0 <= value < num_classes:
+        return value
+    return Rejection(reasons.UNKNOWN_LABEL, f"label {value} is outside 0..{num_classes - 1}")

@@ -1,0 +1,43 @@
+"""Reason codes for inputs that are rejected or filtered out.
+
+Each code is stable: it is written to the rejects files, to ``manifest.json``
+and to a Beam counter named ``rejected_<code>`` / ``filtered_<code>``.
+"""
+
+# Rejected: the input is bad.
+MISSING_FILE = "missing_file"            # The file does not exist.
+UNREADABLE = "unreadable"                # The file exists but reading it failed.
+EMPTY_FILE = "empty_file"                # The file has zero bytes.
+FILE_TOO_LARGE = "file_too_large"        # More bytes than --max_file_bytes.
+UNDECODABLE = "undecodable"              # Not an image, or a corrupt one.
+TRUNCATED = "truncated"                  # The image data ends early.
+FORMAT_NOT_ALLOWED = "format_not_allowed"  # Decodable, but its format (by content) is not allowed.
+TOO_MANY_PIXELS = "too_many_pixels"      # Width x height above --max_pixels (decompression bombs).
+UNSUPPORTED_MODE = "unsupported_mode"    # A pixel mode that cannot be turned into RGB.
+MASK_NOT_SINGLE_CHANNEL = "mask_not_single_channel"
+MASK_VALUE_OUT_OF_RANGE = "mask_value_out_of_range"
+SIZE_MISMATCH = "size_mismatch"          # Image and mask differ in height or width.
+UNKNOWN_LABEL = "unknown_label"          # Classification label not among the classes.
+ORPHAN_IMAGE = "orphan_image"            # Paired folders: an image without a mask.
+ORPHAN_MASK = "orphan_mask"              # Paired folders: a mask without an image.
+PATH_OUTSIDE_ROOT = "path_outside_root"  # A manifest path escapes the manifest's folder.
+BAD_MANIFEST_ROW = "bad_manifest_row"    # A manifest row without the required values.
+FILTER_ERROR = "filter_error"            # --filter could not be evaluated on this row.
+CHANGED_SINCE_VALIDATION = "changed_since_validation"  # Bytes at write time differ from validation.
+
+REJECT_REASONS = (
+    MISSING_FILE, UNREADABLE, EMPTY_FILE, FILE_TOO_LARGE, UNDECODABLE, TRUNCATED,
+    FORMAT_NOT_ALLOWED, TOO_MANY_PIXELS, UNSUPPORTED_MODE, MASK_NOT_SINGLE_CHANNEL,
+    MASK_VALUE_OUT_OF_RANGE, SIZE_MISMATCH, UNKNOWN_LABEL, ORPHAN_IMAGE, ORPHAN_MASK,
+    PATH_OUTSIDE_ROOT, BAD_MANIFEST_ROW, FILTER_ERROR, CHANGED_SINCE_VALIDATION,
+)
+
+# Not a rejection: a valid pair whose content was already written under another key.
+DUPLICATE = "duplicate"
+
+# Filtered out by the user's own selection (not an error).
+FILTERED_BY_EXPRESSION = "filter_expression"
+FILTERED_BY_INCLUDE = "include_glob"
+FILTERED_BY_EXCLUDE = "exclude_glob"
+FILTERED_BY_SAMPLING = "sample_fraction"
+FILTERED_BY_MAX_EXAMPLES = "max_examples"

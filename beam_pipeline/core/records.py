@@ -1,0 +1,127 @@
+"""The small records that travel between pipeline stages.
+
+None of them holds pixels or file bytes: the shuffle carries references and
+metadata only, and the bytes are read again when a shard is written (and
+checked against the digest taken at validation).
+"""
+
+import dataclasses
+import json
+from typing import Optional, Tuple
+
+Metadata = Tuple[Tuple[str, object], ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class PairRef:
+    """One discovered input: an image with its mask or label, not yet read.
+
+    ``key`` is unique per discovered pair and stable across runs; every hash-based
+    decision (sampling, split, shard) is made on it. ``source_id`` is the
+    human-readable id written to the example (the image path relative to the
+    input root).
+    """
+    key: str
+    source_id: str
+    image: Optional[str]              # Full path (any Beam filesystem scheme).
+    mask: Optional[str] = None        # Segmentation only.
+    label: Optional[str] = None       # Classification only: a class name or id, as given.
+    metadata: Metadata = ()           # Manifest columns other than image/mask/label.
+    split: Optional[str] = None       # Set by AssignSplits.
+
+    def meta(self) -> dict:
+        return dict(self.metadata)
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """What happened to one discovered input that is not written.
+
+    ``status`` is ``rejected``, ``filtered`` or ``duplicate``; ``reason`` a code
+    from :mod:`reasons`. This is also the row format of the rejects files.
+    """
+    status: str
+    reason: str
+    detail: str
+    key: str
+    image: Optional[str]
+    mask: Optional[str] = None
+    label: Optional[str] = None
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class ValidPair:
+    """A validated pair: everything the writer and the statistics need, no pixels.
+
+    ``class_pixels[c]`` is the number of mask pixels of class ``c``;
+    ``ignore_pixels`` those equal to the ignore label. For classification the
+    mask fields are empty and ``label`` is the class id.
+    """
+    ref: PairRef
+    height: int
+    width: int
+    image_format: str                 # Format as stored: "jpeg" or "png".
+    image_sha256: str                 # Digest of the source file's bytes.
+    image_stored_bytes: int           # Bytes of the encoded image as stored.
+    image_converted: bool             # True when the image was re-encoded (see checks.py).
+    mask_sha256: str = ""
+    mask_stored_bytes: int = 0
+    mask_converted: bool = False
+    class_pixels: Tuple[int, ...] = ()
+    ignore_pixels: int = 0
+    label: int = -1
+
+    @property
+    def content_key(self) -> str:
+        """Equal for two pairs with byte-identical files (and the same label)."""
+        return f"{self.image_sha256}:{self.mask_sha256}:{self.label}"
+
+    @property
+    def estimated_record_bytes(self) -> int:
+        """Close to the serialized record size; used to size shards by bytes."""
+        return self.image_stored_bytes + self.mask_stored_bytes + 64 + 10 * len(self.class_pixels) + len(self.ref.source_id)
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardInfo:
+    """One written shard, as listed in ``manifest.json``."""
+    split: str
+    index: int
+    num_shards: int
+    path: str                         # Relative to the output directory.
+    records: int
+    bytes: int
+    sha256: str
+    class_images: Tuple[int, ...] = ()   # Examples that contain each class (or have each label).
+    class_pixels: Tuple[int, ...] = ()   # Segmentation: pixels of each class.
+    ignore_pixels: int = 0
+
+
+class ClassTally:
+    """Running per-class counts over written examples: presence, pixels, ignore pixels."""
+
+    def __init__(self, num_classes: int):
+        self._images = [0] * num_classes
+        self._pixels = [0] * num_classes
+        self._segmentation = False
+        self.ignore = 0
+
+    def add(self, pair: ValidPair) -> None:
+        if pair.class_pixels:
+            self._segmentation = True
+            for c, count in enumerate(pair.class_pixels):
+                if count:
+                    self._images[c] += 1
+                    self._pixels[c] += count
+            self.ignore += pair.ignore_pixels
+        elif 0 <= pair.label < len(self._images):
+            self._images[pair.label] += 1
+
+    def images(self) -> Tuple[int, ...]:
+        return tuple(self._images)
+
+    def pixels(self) -> Tuple[int, ...]:
+        return tuple(self._pixels) if self._segmentation else ()

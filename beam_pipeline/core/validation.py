@@ -1,0 +1,47 @@
+"""Checking a whole pair from its file bytes: the pure heart of ValidatePairs."""
+
+from typing import Tuple, Union
+
+from beam_pipeline.core import checks
+from beam_pipeline.core.checks import Limits, Rejection
+from beam_pipeline.core.hashing import sha256_hex
+from beam_pipeline.core.records import PairRef, ValidPair
+
+
+def validate_segmentation(ref: PairRef, image_bytes: bytes, mask_bytes: bytes,
+                          limits: Limits) -> Union[ValidPair, Rejection]:
+    image = checks.check_image(image_bytes, limits)
+    if isinstance(image, Rejection):
+        return image
+    mask = checks.check_mask(mask_bytes, limits)
+    if isinstance(mask, Rejection):
+        return mask
+    mismatch = checks.check_same_size(image, mask)
+    if mismatch:
+        return mismatch
+    return ValidPair(
+        ref=ref, height=image.height, width=image.width, image_format=image.stored_format,
+        image_sha256=sha256_hex(image_bytes),
+        image_stored_bytes=len(image.stored) if image.stored is not None else len(image_bytes),
+        image_converted=image.stored is not None,
+        mask_sha256=sha256_hex(mask_bytes),
+        mask_stored_bytes=len(mask.stored) if mask.stored is not None else len(mask_bytes),
+        mask_converted=mask.stored is not None,
+        class_pixels=mask.class_pixels, ignore_pixels=mask.ignore_pixels)
+
+
+def validate_classification(ref: PairRef, image_bytes: bytes, limits: Limits,
+                            class_names: Tuple[str, ...]) -> Union[ValidPair, Rejection]:
+    label = checks.parse_label(ref.label, class_names, limits.num_classes)
+    if isinstance(label, Rejection):
+        return label
+    image = checks.check_image(image_bytes, limits)
+    if isinstance(image, Rejection):
+        return image
+    return ValidPair(
+        ref=ref, height=image.height, width=image.width, image_format=image.stored_format,
+        image_sha256=sha256_hex(image_bytes),
+        image_stored_bytes=len(image.stored) if image.stored is not None else len(image_bytes),
+        image_converted=image.stored is not None, label=label)
+
+

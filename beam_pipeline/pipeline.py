@@ -1,0 +1,184 @@
+"""build_pipeline: the wiring, one labelled step per concern, and run()."""
+
+import dataclasses
+import importlib.metadata
+import json
+import logging
+import os
+import platform
+import posixpath
+import time
+from typing import List, Optional, Tuple
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
+
+from beam_pipeline import io_utils, manifest_input
+from beam_pipeline.core import paths
+from beam_pipeline.core.selection import SplitSpec, parse_split
+from beam_pipeline.options import CorpusConfig, CorpusOptionsError, to_config
+from beam_pipeline.publish import MANIFEST_NAME, PublishOutputs
+from beam_pipeline.read import ReadCorpus
+from beam_pipeline.select import SelectSubset
+from beam_pipeline.validate import DeduplicatePairs, ValidatePairs
+from beam_pipeline.write import WriteShards, staging_dir
+
+DEFAULT_HASH_SPLIT = "train=0.8,val=0.1,test=0.1"
+VERSIONED_PACKAGES = ("apache-beam", "pillow", "numpy", "pyarrow", "protobuf", "tensorflow-transform",
+                      "tensorflow", "tfx-bsl")
+
+
+def build_pipeline(p: beam.Pipeline, config: CorpusConfig, split_spec: SplitSpec, options: dict,
+                   versions: dict):
+    """Add every step to ``p``; returns the PCollection holding the manifest path."""
+    refs, unpaired = p | "ReadCorpus" >> ReadCorpus(config)
+    # PairRef | rejected Outcome (bad rows, orphans, paths outside the root)
+    discovered = ((refs | "CountPairs" >> beam.combiners.Count.Globally(),
+                   unpaired | "CountUnpaired" >> beam.combiners.Count.Globally())
+                  | "MergeDiscoveryCounts" >> beam.Flatten()
+                  | "CountDiscovered" >> beam.CombineGlobally(sum))
+    # int: every discovered input
+    selected, dropped = refs | "SelectSubset" >> SelectSubset(config, split_spec)
+    # PairRef with split | filtered Outcome
+    spread = selected | "SpreadOverWorkers" >> beam.Reshuffle()
+    # PairRef, redistributed so that validation runs on every worker
+    valid, invalid = spread | "ValidatePairs" >> ValidatePairs(config)
+    # ValidPair | rejected Outcome
+    unique, duplicates = valid | "DeduplicatePairs" >> DeduplicatePairs()
+    # ValidPair (one per content) | duplicate Outcome
+    shards, changed = unique | "WriteShards" >> WriteShards(config)
+    # ShardInfo | rejected Outcome (changed since validation)
+    outcomes = ((unpaired, dropped, invalid, duplicates, changed)
+                | "MergeOutcomes" >> beam.Flatten())
+    # Outcome: everything discovered and not written
+    return (shards, outcomes, discovered) | "PublishOutputs" >> PublishOutputs(config, options, versions)
+
+
+def package_versions() -> dict:
+    versions = {"python": platform.python_version()}
+    for name in VERSIONED_PACKAGES:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
+def _manifest_split_spec(config: CorpusConfig) -> Tuple[CorpusConfig, SplitSpec]:
+    """Check the manifest's columns against the task, --filter and --split."""
+    try:
+        columns = manifest_input.read_columns(config.input)
+    except (OSError, ValueError) as error:
+        raise CorpusOptionsError(f"cannot read manifest {config.input}: {error}") from None
+    second = "mask" if config.task == "segmentation" else "label"
+    for required in ("image", second):
+        if required not in columns:
+            raise CorpusOptionsError(
+                f"manifest {config.input} has no {required!r} column (columns: {', '.join(columns)})")
+    _check_filter_columns(config, columns)
+    if config.split is not None:
+        if config.split.mode == "column" and config.split.column_name not in columns:
+            raise CorpusOptionsError(f"--split: the manifest has no column {config.split.column_name!r}")
+        if config.split.mode == "folder":
+            raise CorpusOptionsError("--split folder is for folder inputs; use column or fractions")
+        return config, config.split
+    return config, (SplitSpec("column") if "split" in columns else parse_split(DEFAULT_HASH_SPLIT))
+
+
+def _check_filter_columns(config: CorpusConfig, columns: List[str]) -> None:
+    if config.filter is None:
+        return
+    known = set(columns) | {"image", "mask", "label"}
+    unknown = [name for name in config.filter.columns if name not in known]
+    if unknown:
+        raise CorpusOptionsError(
+            f"--filter uses unknown column(s) {', '.join(unknown)}; columns: {', '.join(sorted(known))}")
+
+
+def _folder_split_spec(config: CorpusConfig) -> Tuple[CorpusConfig, SplitSpec]:
+    root = config.input_root
+    if not FileSystems.exists(root):
+        raise CorpusOptionsError(f"--input folder does not exist: {root}")
+    _check_filter_columns(config, ["folder"])
+    spec = config.split or parse_split(DEFAULT_HASH_SPLIT)
+    if spec.mode == "column":
+        raise CorpusOptionsError("--split column needs a manifest input; use folder or fractions")
+    if config.input_format == "class_folders":
+        if spec.mode == "folder":
+            raise CorpusOptionsError("--split folder is not available for class folders (the folder is the class)")
+        if not config.class_names:
+            names = sorted({posixpath.dirname(paths.relative_to(root, path) or "")
+                            for path, _ in io_utils.match_files(paths.join(root, "*/*"))} - {""})
+            if len(names) != config.num_classes:
+                raise CorpusOptionsError(
+                    f"found {len(names)} class folders in {root} but --num_classes is {config.num_classes}; "
+                    "give --class_names to choose the classes")
+            config = dataclasses.replace(config, class_names=tuple(names))
+    return config, spec
+
+
+def resolve_inputs(config: CorpusConfig) -> Tuple[CorpusConfig, SplitSpec]:
+    """Look at the input once, before the job starts, so mistakes give one clear error."""
+    if config.input_format == "manifest":
+        if not FileSystems.exists(config.input):
+            raise CorpusOptionsError(f"--input manifest does not exist: {config.input}")
+        return _manifest_split_spec(config)
+    return _folder_split_spec(config)
+
+
+def prepare_output(config: CorpusConfig) -> None:
+    """Refuse to mix runs in one --output unless --overwrite; clear what an earlier run left."""
+    output = config.output
+    manifest = paths.join(output, MANIFEST_NAME)
+    if FileSystems.exists(manifest):
+        if not config.overwrite:
+            raise CorpusOptionsError(f"{output} already holds a manifest.json; use --overwrite to replace it")
+        stale = [path for path, _ in io_utils.match_files(paths.join(output, "*.tfrecord"))]
+        stale += [path for path, _ in io_utils.match_files(paths.join(output, "rejects/*"))]
+        FileSystems.delete(stale + [manifest])
+    if FileSystems.exists(staging_dir(output)):
+        FileSystems.delete([staging_dir(output)])
+
+
+def _direct_runner_defaults(argv: List[str], options: PipelineOptions) -> None:
+    """On the DirectRunner use every core: multi-threaded workers (decoders release the GIL)."""
+    runner = options.view_as(StandardOptions).runner
+    if runner not in (None, "DirectRunner", "direct"):
+        return
+    direct = options.view_as(DirectOptions)
+    if not any(arg.startswith("--direct_num_workers") for arg in argv):
+        direct.direct_num_workers = os.cpu_count() or 1
+    if not any(arg.startswith("--direct_running_mode") for arg in argv):
+        direct.direct_running_mode = "multi_threading"
+
+
+def _runner(options: PipelineOptions):
+    """The DirectRunner's batch engine, used directly for the default runner.
+
+    Beam's DirectRunner first tries to download and start the Prism runner, which
+    fails without internet access; FnApiRunner is what it then falls back to.
+    """
+    if options.view_as(StandardOptions).runner in (None, "DirectRunner", "direct"):
+        from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+        return FnApiRunner()
+    return None
+
+
+def run(argv: Optional[List[str]] = None) -> dict:
+    """Run the whole job; returns the manifest plus ``elapsed_seconds``. Raises CorpusOptionsError."""
+    argv = list(argv or [])
+    options = PipelineOptions(argv)
+    config = to_config(options)
+    config, split_spec = resolve_inputs(config)
+    prepare_output(config)
+    _direct_runner_defaults(argv, options)
+    run_options = dict(config.as_dict(), runner=options.view_as(StandardOptions).runner or "DirectRunner")
+    started = time.monotonic()
+    logging.info("Reading %s (%s, %s)", config.input, config.input_format, config.task)
+    with beam.Pipeline(runner=_runner(options), options=options) as p:
+        build_pipeline(p, config, split_spec, run_options, package_versions())
+    with FileSystems.open(paths.join(config.output, MANIFEST_NAME)) as handle:
+        manifest = json.loads(handle.read())
+    manifest["elapsed_seconds"] = time.monotonic() - started
+    return manifest
