@@ -80,7 +80,8 @@ class AssignSplitFn(beam.DoFn):
 
 
 def max_examples_rank(ref: PairRef) -> int:
-    return stable_hash(MAX_EXAMPLES_SALT, ref.key)
+    """A 63-bit rank (Beam's integer coder is signed 64-bit)."""
+    return stable_hash(MAX_EXAMPLES_SALT, ref.key) >> 1
 
 
 class CapExamplesFn(beam.DoFn):

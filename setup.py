@@ -1,0 +1,24 @@
+"""Packaging for beam_pipeline and trainer.
+
+``pip install .`` installs both packages; ``--setup_file ./setup.py`` ships them
+to Dataflow or Flink workers, which install ``install_requires`` below.
+Exact pins for a launcher or developer machine are in requirements.txt.
+"""
+
+import setuptools
+
+setuptools.setup(
+    name="image-corpus-pipeline",
+    version="0.1.0",
+    description="Raw image corpus -> validated, balanced TFRecord shards (Apache Beam) -> Keras trainer",
+    packages=setuptools.find_packages(include=["beam_pipeline", "beam_pipeline.*", "trainer", "trainer.*"]),
+    python_requires=">=3.11,<3.12",
+    install_requires=[
+        "apache-beam[gcp]>=2.60,<3",
+        "tensorflow-transform>=1.21,<1.22",
+        "pyarrow>=15",
+        "numpy>=1.26",
+        "pillow>=10",
+        "google-crc32c>=1.5",
+    ],
+)

@@ -1,0 +1,231 @@
+"""End to end: the command line on the seeded sample corpus, read back with tf.data.
+
+Expected counts and reasons are fixed here from the sample corpus's design
+(see beam_pipeline/sample_corpus.py), not computed by the pipeline.
+"""
+
+import hashlib
+import io
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from PIL import Image
+
+from conftest import NUM_CLASSES, run_cli
+
+VALID_PAIRS = 240
+MANIFEST_ROWS = 252
+BROKEN = {  # stem -> reason
+    "broken_truncated": "truncated",
+    "broken_notimage": "undecodable",
+    "broken_gif": "format_not_allowed",
+    "broken_bomb": "too_many_pixels",
+    "broken_sizemismatch": "size_mismatch",
+    "broken_badlabel": "mask_value_out_of_range",
+    "broken_rgbmask": "mask_not_single_channel",
+    "broken_emptymask": "empty_file",
+    "broken_missingmask": "missing_file",
+    "escape": "path_outside_root",
+}
+FEATURES = {
+    "image/encoded": tf.io.FixedLenFeature([], tf.string),
+    "image/format": tf.io.FixedLenFeature([], tf.string),
+    "image/height": tf.io.FixedLenFeature([], tf.int64),
+    "image/width": tf.io.FixedLenFeature([], tf.int64),
+    "image/source_id": tf.io.FixedLenFeature([], tf.string),
+    "image/segmentation/class/encoded": tf.io.FixedLenFeature([], tf.string),
+    "image/segmentation/class/pixel_count": tf.io.FixedLenFeature([NUM_CLASSES], tf.int64),
+}
+
+
+def stem_of(path):
+    return path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+
+
+def read_rejects(out):
+    rows = []
+    for path in sorted((out / "rejects").glob("*.jsonl")):
+        rows += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return rows
+
+
+def read_shards(out, manifest):
+    """{source_id: parsed example} over every shard of every split, via tf.data."""
+    examples = {}
+    for split, entry in manifest["splits"].items():
+        files = [str(out / shard["path"]) for shard in entry["shards"]]
+        dataset = tf.data.TFRecordDataset(files).map(lambda r: tf.io.parse_single_example(r, FEATURES))
+        for parsed in dataset:
+            record = {k: v.numpy() for k, v in parsed.items()}
+            record["split"] = split
+            source_id = record["image/source_id"].decode()
+            assert source_id not in examples, f"{source_id} written twice"
+            examples[source_id] = record
+    return examples
+
+
+@pytest.fixture(scope="module")
+def seg(segmentation_run):
+    out, completed = segmentation_run
+    manifest = json.loads((out / "manifest.json").read_text())
+    return out, manifest, completed
+
+
+def test_counts_reconcile_exactly(seg):
+    _, manifest, _ = seg
+    counts = manifest["counts"]
+    assert counts["discovered"] == MANIFEST_ROWS
+    assert counts["written"] == VALID_PAIRS
+    assert counts["duplicates"] == 2
+    assert counts["filtered_out"]["total"] == 0
+    assert counts["rejected"]["by_reason"] == {reason: 1 for reason in BROKEN.values()}
+    assert (counts["written"] + counts["duplicates"] + counts["rejected"]["total"]
+            + counts["filtered_out"]["total"]) == counts["discovered"]
+    assert sum(e["num_examples"] for e in manifest["splits"].values()) == VALID_PAIRS
+
+
+def test_every_broken_input_rejected_with_its_reason(seg):
+    out, _, _ = seg
+    rows = read_rejects(out)
+    rejected = {stem_of(row["image"]): row["reason"] for row in rows if row["status"] == "rejected"}
+    assert rejected == BROKEN
+    assert all(row["detail"] for row in rows)
+    duplicates = [row for row in rows if row["status"] == "duplicate"]
+    assert len(duplicates) == 2
+    assert any(stem_of(row["image"]) == "dup_copy" or "dup_copy" in row["detail"] for row in duplicates)
+
+
+def test_shards_hold_source_bytes_and_mask_pixels(seg, corpus_dir):
+    out, manifest, _ = seg
+    examples = read_shards(out, manifest)
+    assert len(examples) == VALID_PAIRS
+    root = corpus_dir / "segmentation"
+    manifest_rows = {}
+    for line in (root / "manifest.csv").read_text().splitlines()[1:]:
+        image, mask, *_ = line.split(",")
+        manifest_rows.setdefault(image, mask)
+    converted = 0
+    for source_id, record in examples.items():
+        source = (root / source_id).read_bytes()
+        source_image = Image.open(io.BytesIO(source))
+        if source_image.mode == "RGB":
+            assert record["image/encoded"] == source, source_id
+        else:
+            converted += 1
+            assert record["image/format"] == b"png"
+            stored = np.asarray(Image.open(io.BytesIO(record["image/encoded"])))
+            assert np.array_equal(stored, np.asarray(source_image.convert("RGB"))), source_id
+        mask_image = Image.open(root / manifest_rows[source_id])
+        expected = np.asarray(mask_image).astype(np.int64)
+        stored_mask = tf.io.decode_png(record["image/segmentation/class/encoded"], channels=1).numpy()[..., 0]
+        assert np.array_equal(stored_mask, expected), source_id
+        assert (record["image/height"], record["image/width"]) == expected.shape
+        counts = np.bincount(expected.ravel(), minlength=256)[:NUM_CLASSES]
+        assert record["image/segmentation/class/pixel_count"].tolist() == counts.tolist()
+    assert converted == 4   # two grey JPEGs and two RGBA PNGs
+
+
+def test_shard_digests_sizes_and_split_column(seg, corpus_dir):
+    out, manifest, _ = seg
+    for split, entry in manifest["splits"].items():
+        sizes = []
+        for shard in entry["shards"]:
+            data = (out / shard["path"]).read_bytes()
+            assert hashlib.sha256(data).hexdigest() == shard["sha256"]
+            assert len(data) == shard["bytes"]
+            sizes.append(len(data))
+        if len(sizes) > 1:
+            assert max(sizes) <= 1.1 * min(sizes), (split, sizes)
+    assert len(manifest["splits"]["train"]["shards"]) >= 5
+    assert set(manifest["splits"]) == {"train", "val", "test"}
+    assert not (out / ".staging").exists()
+
+
+def test_second_run_gives_byte_identical_shards(seg, corpus_dir, tmp_path):
+    out, manifest, _ = seg
+    run_cli("--input", corpus_dir / "segmentation" / "manifest.csv", "--output", tmp_path,
+            "--num_classes", NUM_CLASSES, "--target_shard_bytes", 4_000_000)
+    again = json.loads((tmp_path / "manifest.json").read_text())
+    assert again["splits"] == manifest["splits"]
+    for entry in manifest["splits"].values():
+        for shard in entry["shards"]:
+            assert (tmp_path / shard["path"]).read_bytes() == (out / shard["path"]).read_bytes()
+
+
+def test_summary_printed(seg):
+    _, _, completed = seg
+    assert "=== beam_pipeline summary ===" in completed.stdout
+    assert "written: 240" in completed.stdout
+    assert "mask_value_out_of_range" in completed.stdout
+
+
+def test_paired_folders_report_orphans(corpus_dir, tmp_path):
+    run_cli("--input", corpus_dir / "segmentation", "--mask_template", "masks/{stem}.png",
+            "--image_glob", "images/*", "--output", tmp_path, "--num_classes", NUM_CLASSES)
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    counts = manifest["counts"]
+    assert counts["written"] == VALID_PAIRS
+    assert counts["duplicates"] == 1          # dup_copy; the listed-twice row exists only in the manifest
+    by_reason = counts["rejected"]["by_reason"]
+    assert by_reason["orphan_image"] == 2     # orphan_image, broken_missingmask
+    assert by_reason["orphan_mask"] == 2      # orphan_mask, escape (its image lives outside images/)
+    rows = read_rejects(tmp_path)
+    orphans = sorted(stem_of(row["image"] or row["mask"]) for row in rows if row["reason"].startswith("orphan"))
+    assert orphans == ["broken_missingmask", "escape", "orphan_image", "orphan_mask"]
+
+
+def test_filter_sampling_and_max_examples(corpus_dir, tmp_path):
+    run_cli("--input", corpus_dir / "segmentation" / "manifest.csv", "--output", tmp_path,
+            "--num_classes", NUM_CLASSES, "--filter", "source == 'camA' and capture_year >= 2020",
+            "--max_examples", 20)
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    counts = manifest["counts"]
+    filtered = counts["filtered_out"]["by_reason"]
+    assert counts["discovered"] == MANIFEST_ROWS
+    assert set(filtered) <= {"filter_expression", "max_examples"}
+    assert filtered["filter_expression"] > 100
+    kept_for_validation = MANIFEST_ROWS - counts["filtered_out"]["total"] - counts["rejected"]["by_reason"].get(
+        "path_outside_root", 0)
+    assert kept_for_validation <= 20
+    examples = read_shards(tmp_path, manifest)
+    rows = {line.split(",")[0]: line.split(",") for line in
+            (corpus_dir / "segmentation" / "manifest.csv").read_text().splitlines()[1:]}
+    for source_id in examples:
+        _, _, source, year, _ = rows[source_id]
+        assert source == "camA" and int(year) >= 2020
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--num_classes", "8"], "--input is required"),
+    (["--input", "/nonexistent/manifest.csv", "--output", "/tmp/x", "--num_classes", "8"], "does not exist"),
+    (["--input", "IN", "--output", "OUT", "--num_classes", "300"], "between 1 and 255"),
+    (["--input", "IN", "--output", "OUT", "--num_classes", "8", "--filter", "os.system('x')"], "--filter"),
+    (["--input", "IN", "--output", "OUT", "--num_classes", "8", "--filter", "camera == 'x'"], "unknown column"),
+    (["--input", "IN", "--output", "OUT", "--num_classes", "8", "--split", "train=0.5"], "--split"),
+])
+def test_bad_options_give_one_clear_line(corpus_dir, tmp_path, args, message):
+    args = [str(corpus_dir / "segmentation" / "manifest.csv") if a == "IN" else
+            str(tmp_path / "o") if a == "OUT" else a for a in args]
+    completed = run_cli(*args, check=False)
+    assert completed.returncode == 2
+    assert message in completed.stderr
+    assert "Traceback" not in completed.stderr
+    assert len(completed.stderr.strip().splitlines()) == 1
+
+
+def test_help_explains_every_option():
+    completed = run_cli("--help")
+    for option in ("--input", "--output", "--task", "--num_classes", "--ignore_label", "--mask_template",
+                   "--filter", "--include", "--exclude", "--sample_fraction", "--max_examples", "--split",
+                   "--max_pixels", "--target_shard_bytes", "--allow_outside_root", "--runner"):
+        assert option in completed.stdout
+
+
+def test_existing_output_needs_overwrite(seg, corpus_dir):
+    out, _, _ = seg
+    completed = run_cli("--input", corpus_dir / "segmentation" / "manifest.csv", "--output", out,
+                        "--num_classes", NUM_CLASSES, check=False)
+    assert completed.returncode == 2
+    assert "--overwrite" in completed.stderr
