@@ -1,0 +1,130 @@
+"""TestPipeline tests of each composite, covering every output (rejects included)."""
+
+import dataclasses
+import io
+
+import apache_beam as beam
+import numpy as np
+import pytest
+import tensorflow as tf
+from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing.util import assert_that, equal_to
+from PIL import Image
+
+from beam_pipeline.core.checks import Limits
+from beam_pipeline.core.records import PairRef
+from beam_pipeline.core.selection import parse_split
+from beam_pipeline.options import CorpusConfig
+from beam_pipeline.read import ReadCorpus
+from beam_pipeline.select import SelectSubset
+from beam_pipeline.validate import DeduplicatePairs, ValidatePairs
+from beam_pipeline.write import WriteShards, staging_dir
+
+
+def png(array):
+    out = io.BytesIO()
+    Image.fromarray(array).save(out, format="PNG")
+    return out.getvalue()
+
+
+IMAGE = np.full((4, 6, 3), 90, dtype=np.uint8)
+MASK = np.array([[0, 1, 1, 0, 0, 0]] * 4, dtype=np.uint8)
+
+
+def config(tmp_path, **overrides):
+    values = dict(input=str(tmp_path), output=str(tmp_path / "out"), task="segmentation", input_format="paired",
+                  limits=Limits(num_classes=2), class_names=(), image_globs=("images/*",),
+                  mask_template="masks/{stem}.png", allow_outside_root=False, filter=None, include=(),
+                  exclude=(), sample_fraction=1.0, max_examples=None, split=None, max_file_bytes=10**6,
+                  target_shard_bytes=10**6, overwrite=False)
+    values.update(overrides)
+    return CorpusConfig(**values)
+
+
+@pytest.fixture
+def folder(tmp_path):
+    (tmp_path / "images").mkdir()
+    (tmp_path / "masks").mkdir()
+    for stem in ("a", "b", "lonely"):
+        (tmp_path / "images" / f"{stem}.png").write_bytes(png(IMAGE))
+    for stem in ("a", "b", "stray"):
+        (tmp_path / "masks" / f"{stem}.png").write_bytes(png(MASK))
+    (tmp_path / "masks" / "b.png").write_bytes(png(MASK[:2]))         # size mismatch
+    return tmp_path
+
+
+def _key(item):
+    return item.key
+
+
+def _reason(outcome):
+    return outcome.key, outcome.reason
+
+
+def test_read_corpus_joins_on_key_and_reports_orphans(folder):
+    with TestPipeline() as p:
+        pairs, rejected = p | ReadCorpus(config(folder))
+        assert_that(pairs | "Keys" >> beam.Map(_key),
+                    equal_to(["images/a.png|masks/a.png", "images/b.png|masks/b.png"]), label="Pairs")
+        assert_that(rejected | "Reasons" >> beam.Map(_reason),
+                    equal_to([("images/lonely.png|masks/lonely.png", "orphan_image"),
+                              ("|masks/stray.png", "orphan_mask")]), label="Orphans")
+
+
+def test_validate_pairs_outputs_valid_and_rejected(folder):
+    refs = [PairRef(key=s, source_id=f"images/{s}.png", image=str(folder / "images" / f"{s}.png"),
+                    mask=str(folder / "masks" / f"{s}.png")) for s in ("a", "b", "lonely")]
+    with TestPipeline() as p:
+        valid, rejected = p | beam.Create(refs) | ValidatePairs(config(folder))
+        assert_that(valid | "Summaries" >> beam.Map(lambda v: (v.ref.key, v.class_pixels, v.height, v.width)),
+                    equal_to([("a", (16, 8), 4, 6)]), label="Valid")
+        assert_that(rejected | "Reasons" >> beam.Map(_reason),
+                    equal_to([("b", "size_mismatch"), ("lonely", "missing_file")]), label="Rejected")
+
+
+def test_select_subset_filter_cap_and_split(tmp_path):
+    refs = [PairRef(key=f"k{i}", source_id=f"images/{i}.png", image=f"/i/{i}.png", mask=f"/m/{i}.png",
+                    metadata=(("source", "camA" if i % 2 else "camB"), ("split", "train" if i < 8 else "")))
+            for i in range(10)]
+    from beam_pipeline.core.filter_expr import parse_filter
+    cfg = config(tmp_path, filter=parse_filter("source == 'camA'"), exclude=("images/1.png",), max_examples=3)
+    with TestPipeline() as p:
+        kept, dropped = p | beam.Create(refs) | SelectSubset(cfg, parse_split("column"))
+        # camA: 1 3 5 7 9; 1 excluded; 3 of {3, 5, 7, 9} kept by rank; 9 (if kept) has no split.
+        assert_that(kept | "Count" >> beam.combiners.Count.Globally() | beam.Map(lambda n: n <= 3),
+                    equal_to([True]), label="AtMostThree")
+        assert_that(kept | "Splits" >> beam.Map(lambda r: r.split), lambda splits: all(s == "train" for s in splits),
+                    label="SplitsFromColumn")
+        assert_that(dropped | "ByReason" >> beam.Map(lambda o: o.reason) | beam.combiners.Count.PerElement()
+                    | beam.Filter(lambda kv: kv[0] in ("filter_expression", "exclude_glob")),
+                    equal_to([("filter_expression", 5), ("exclude_glob", 1)]), label="Dropped")
+        assert_that((kept, dropped) | beam.Flatten() | "Total" >> beam.combiners.Count.Globally(),
+                    equal_to([10]), label="NothingLost")
+
+
+def test_deduplicate_keeps_smallest_key(folder):
+    refs = [PairRef(key=k, source_id=k, image=str(folder / "images" / "a.png"), mask=str(folder / "masks" / "a.png"))
+            for k in ("z", "m", "c")]
+    with TestPipeline() as p:
+        valid, _ = p | beam.Create(refs) | ValidatePairs(config(folder))
+        unique, duplicates = valid | DeduplicatePairs()
+        assert_that(unique | "Kept" >> beam.Map(lambda v: v.ref.key), equal_to(["c"]), label="Kept")
+        assert_that(duplicates | "Dups" >> beam.Map(_reason), equal_to([("m", "duplicate"), ("z", "duplicate")]),
+                    label="Duplicates")
+
+
+def test_write_shards_reads_back_with_tf_data(folder):
+    refs = [PairRef(key=f"k{i}", source_id=f"s{i}", image=str(folder / "images" / "a.png"),
+                    mask=str(folder / "masks" / "a.png"), split="train") for i in range(12)]
+    cfg = config(folder, target_shard_bytes=200)
+    with TestPipeline() as p:
+        valid, _ = p | beam.Create(refs) | ValidatePairs(cfg)
+        shards, changed = valid | WriteShards(cfg)
+        assert_that(shards | beam.Map(lambda s: s.records) | beam.CombineGlobally(sum), equal_to([12]), label="All")
+        assert_that(changed, equal_to([]), label="NoneChanged")
+    files = sorted((folder / "out" / ".staging").glob("train-*.tfrecord"))
+    assert len(files) > 1
+    ids = {tf.train.Example.FromString(r.numpy()).features.feature["image/source_id"].bytes_list.value[0]
+           for r in tf.data.TFRecordDataset([str(f) for f in files])}
+    assert ids == {f"s{i}".encode() for i in range(12)}
+    assert staging_dir(cfg.output).endswith(".staging")
