@@ -2,8 +2,13 @@
 
 import logging
 import sys
+import warnings
 
-from beam_pipeline.options import CorpusOptionsError, help_parser
+# Google Cloud client libraries (pulled in by apache-beam[gcp]) warn about their own
+# future requirements at import time; that says nothing about this run.
+warnings.filterwarnings("ignore", category=FutureWarning, module=r"google\..*")
+
+from beam_pipeline.options import CorpusOptionsError, help_parser  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -11,7 +16,8 @@ def main(argv=None) -> int:
     if any(arg in ("-h", "--help") for arg in argv):
         help_parser().print_help()
         return 0
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
+    logging.getLogger("beam_pipeline").setLevel(logging.INFO)
     from beam_pipeline.pipeline import run
     from beam_pipeline.summary import render_summary
     try:

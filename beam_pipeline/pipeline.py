@@ -28,6 +28,8 @@ DEFAULT_HASH_SPLIT = "train=0.8,val=0.1,test=0.1"
 VERSIONED_PACKAGES = ("apache-beam", "pillow", "numpy", "pyarrow", "protobuf", "tensorflow-transform",
                       "tensorflow", "tfx-bsl")
 
+_LOG = logging.getLogger(__name__)
+
 
 def build_pipeline(p: beam.Pipeline, config: CorpusConfig, split_spec: SplitSpec, options: dict,
                    versions: dict):
@@ -175,7 +177,7 @@ def run(argv: Optional[List[str]] = None) -> dict:
     _direct_runner_defaults(argv, options)
     run_options = dict(config.as_dict(), runner=options.view_as(StandardOptions).runner or "DirectRunner")
     started = time.monotonic()
-    logging.info("Reading %s (%s, %s)", config.input, config.input_format, config.task)
+    _LOG.info("Reading %s (%s, %s)", config.input, config.input_format, config.task)
     with beam.Pipeline(runner=_runner(options), options=options) as p:
         build_pipeline(p, config, split_spec, run_options, package_versions())
     with FileSystems.open(paths.join(config.output, MANIFEST_NAME)) as handle:

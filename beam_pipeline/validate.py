@@ -25,6 +25,8 @@ from beam_pipeline.options import CorpusConfig
 REJECTED = "rejected"
 PROGRESS_EVERY = 500
 
+_LOG = logging.getLogger(__name__)
+
 
 def rejected_outcome(ref: PairRef, rejection: Rejection) -> Outcome:
     return Outcome("rejected", rejection.reason, rejection.detail, key=ref.key, image=ref.image,
@@ -71,7 +73,7 @@ class ValidatePairFn(beam.DoFn):
         self._seen += 1
         if self._seen % PROGRESS_EVERY == 0:
             elapsed = time.monotonic() - self._started
-            logging.info("ValidatePairs: this worker checked %d pairs (%.1f pairs/s)",
+            _LOG.info("ValidatePairs: this worker checked %d pairs (%.1f pairs/s)",
                          self._seen, self._seen / max(elapsed, 1e-9))
 
 

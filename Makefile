@@ -1,0 +1,35 @@
+# Two commands do all the set-up on a fresh machine:
+#   make run    create .venv, install, generate the sample corpus, run the pipeline on it
+#   make test   create .venv, install, run the test suite (what CI runs)
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+SAMPLE := build/sample
+OUT := build/out
+
+.PHONY: install run test bench clean
+
+$(VENV)/.installed: requirements.txt setup.py
+	test -x $(PY) || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
+	touch $@
+
+install: $(VENV)/.installed
+
+run: install
+	$(PY) -m beam_pipeline.sample_corpus $(SAMPLE)
+	$(PY) -m beam_pipeline --input $(SAMPLE)/segmentation/manifest.csv --output $(OUT)/segmentation \
+		--task segmentation --num_classes 8 --ignore_label 255 --overwrite
+	$(PY) -m beam_pipeline --input $(SAMPLE)/classification/images --output $(OUT)/classification \
+		--task classification --num_classes 8 --overwrite
+
+test: install
+	$(PY) -m pytest -q
+
+bench: install
+	$(PY) bench/pipeline_throughput.py
+
+clean:
+	rm -rf build
