@@ -20,5 +20,6 @@ setuptools.setup(
         "numpy>=1.26",
         "pillow>=10",
         "google-crc32c>=1.5",
+        "crcmod>=1.7",  # Beam warns at import without it
     ],
 )
