@@ -5,7 +5,8 @@ columns are read as text (the filter converts text to numbers where needed),
 so a column whose later rows change type cannot fail the read.
 """
 
-from typing import Iterator, List, Optional, Tuple
+import io
+from typing import Iterator, List
 
 import pyarrow as pa
 import pyarrow.csv as pa_csv
@@ -43,7 +44,21 @@ def read_columns(path: str) -> List[str]:
     with FileSystems.open(path, compression_type="uncompressed") as handle:
         if kind == "parquet":
             return list(pq.ParquetFile(handle).schema_arrow.names)
-        return list(pa_json.open_json(handle).schema.names)
+        first = next(_jsonl_blocks(handle, 1), None)
+        return [] if first is None else list(first.schema.names)
+
+
+def _jsonl_blocks(handle, lines_per_block: int) -> Iterator[pa.Table]:
+    """JSON-lines parsed by pyarrow a block of lines at a time (bounded memory)."""
+    block = []
+    for line in handle:
+        if line.strip():
+            block.append(line if line.endswith(b"\n") else line + b"\n")
+        if len(block) >= lines_per_block:
+            yield pa_json.read_json(io.BytesIO(b"".join(block)))
+            block = []
+    if block:
+        yield pa_json.read_json(io.BytesIO(b"".join(block)))
 
 
 def iter_rows(path: str) -> Iterator[dict]:
@@ -61,6 +76,6 @@ def iter_rows(path: str) -> Iterator[dict]:
         elif kind == "parquet":
             batches = pq.ParquetFile(handle).iter_batches(batch_size=BATCH_ROWS)
         else:
-            batches = iter(pa_json.open_json(handle, read_options=pa_json.ReadOptions(block_size=_BLOCK_BYTES)))
+            batches = _jsonl_blocks(handle, BATCH_ROWS)
         for batch in batches:
             yield from batch.to_pylist()

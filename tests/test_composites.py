@@ -128,3 +128,29 @@ def test_write_shards_reads_back_with_tf_data(folder):
            for r in tf.data.TFRecordDataset([str(f) for f in files])}
     assert ids == {f"s{i}".encode() for i in range(12)}
     assert staging_dir(cfg.output).endswith(".staging")
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl", ".parquet"])
+def test_read_corpus_from_manifest_files(tmp_path, suffix):
+    import pyarrow as pa
+    import pyarrow.csv as pa_csv
+    import pyarrow.parquet as pq
+    table = pa.table({"image": ["images/a.png", "../escape.png", None, "/abs/elsewhere.png"],
+                      "mask": ["masks/a.png", "masks/e.png", "masks/n.png", "masks/x.png"],
+                      "capture_year": [2021, 2019, 2020, 2022]})
+    path = tmp_path / f"manifest{suffix}"
+    if suffix == ".csv":
+        pa_csv.write_csv(table, path)
+    elif suffix == ".parquet":
+        pq.write_table(table, path)
+    else:
+        import json
+        path.write_text("".join(json.dumps(row) + "\n" for row in table.to_pylist()))
+    cfg = config(tmp_path, input=str(path), input_format="manifest")
+    with TestPipeline() as p:
+        pairs, rejected = p | ReadCorpus(cfg)
+        assert_that(pairs | "Pairs" >> beam.Map(lambda r: (r.image, r.mask, r.meta()["capture_year"])),
+                    equal_to([(str(tmp_path / "images/a.png"), str(tmp_path / "masks/a.png"),
+                               "2021" if suffix == ".csv" else 2021)]), label="Pairs")
+        assert_that(rejected | "Reasons" >> beam.Map(lambda o: o.reason),
+                    equal_to(["path_outside_root", "bad_manifest_row", "path_outside_root"]), label="Rejected")
