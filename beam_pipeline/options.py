@@ -110,6 +110,25 @@ class CorpusOptions(PipelineOptions):
             help="Target size of each TFRecord shard in bytes (default 128 MiB). Shards of a split are "
                  "within a few per cent of each other.")
         group.add_argument(
+            "--sample_points_per_class", type=int, default=8,
+            help="Segmentation: store up to this many (y, x) points of each class present in an example, "
+                 "chosen by stable hash, so the trainer can centre crops on a chosen class. Default 8.")
+        group.add_argument(
+            "--balance", default="repeat_factor", choices=("none", "repeat_factor", "strata"),
+            help="Image-level class balancing of the train split (val and test are never resampled). "
+                 "repeat_factor: LVIS repeat-factor sampling, writing r copies of an image whose rarest "
+                 "class has presence f (r = max(1, sqrt(t / f))), spread over different shards. strata: no "
+                 "copies; train shards are grouped by each image's rarest class and manifest.json gets "
+                 "sampling weights for tf.data.Dataset.sample_from_datasets. none: write as found.")
+        group.add_argument(
+            "--balance_threshold", type=float, default=0.5,
+            help="The repeat-factor threshold t: classes present in fewer than a fraction t of the train "
+                 "images are repeated. Default 0.5.")
+        group.add_argument(
+            "--max_growth", type=float, default=2.0,
+            help="Refuse to run when repeat-factor balancing would grow the train split by more than "
+                 "this factor. Default 2.0.")
+        group.add_argument(
             "--overwrite", action="store_true", default=False,
             help="Replace the outputs of an earlier run in --output. Without it, an --output that "
                  "already holds a manifest.json is an error.")
@@ -136,6 +155,10 @@ class CorpusConfig:
     max_file_bytes: int
     target_shard_bytes: int
     overwrite: bool
+    sample_points_per_class: int = 8
+    balance: str = "repeat_factor"
+    balance_threshold: float = 0.5
+    max_growth: float = 2.0
 
     @property
     def num_classes(self) -> int:
@@ -210,6 +233,12 @@ def to_config(opts: PipelineOptions) -> CorpusConfig:
         _fail(f"--target_shard_bytes must be at least 1024, got {o.target_shard_bytes}")
     if o.max_pixels < 1 or o.max_file_bytes < 1:
         _fail("--max_pixels and --max_file_bytes must be positive")
+    if o.sample_points_per_class < 0:
+        _fail("--sample_points_per_class must be 0 or more")
+    if not 0.0 < o.balance_threshold <= 1.0:
+        _fail(f"--balance_threshold must be in (0, 1], got {o.balance_threshold}")
+    if o.max_growth < 1.0:
+        _fail(f"--max_growth must be at least 1, got {o.max_growth}")
     formats = tuple(f.lower() for f in _csv_list(o.image_formats))
     if not formats:
         _fail("--image_formats is empty")
@@ -238,6 +267,10 @@ def to_config(opts: PipelineOptions) -> CorpusConfig:
         max_file_bytes=o.max_file_bytes,
         target_shard_bytes=o.target_shard_bytes,
         overwrite=o.overwrite,
+        sample_points_per_class=o.sample_points_per_class,
+        balance=o.balance,
+        balance_threshold=o.balance_threshold,
+        max_growth=o.max_growth,
     )
 
 

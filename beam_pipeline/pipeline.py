@@ -16,6 +16,7 @@ from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions,
 
 from beam_pipeline import io_utils, manifest_input
 from beam_pipeline.core import paths
+from beam_pipeline.core.records import pack, unpack
 from beam_pipeline.core.selection import SplitSpec, parse_split
 from beam_pipeline.options import CorpusConfig, CorpusOptionsError, to_config
 from beam_pipeline.publish import MANIFEST_NAME, PublishOutputs
@@ -43,7 +44,10 @@ def build_pipeline(p: beam.Pipeline, config: CorpusConfig, split_spec: SplitSpec
     # int: every discovered input
     selected, dropped = refs | "SelectSubset" >> SelectSubset(config, split_spec)
     # PairRef with split | filtered Outcome
-    spread = selected | "SpreadOverWorkers" >> beam.Reshuffle()
+    spread = (selected
+              | "PackRefs" >> beam.Map(_pack_without_metadata)
+              | "SpreadOverWorkers" >> beam.Reshuffle()
+              | "UnpackRefs" >> beam.Map(unpack))
     # PairRef, redistributed so that validation runs on every worker
     valid, invalid = spread | "ValidatePairs" >> ValidatePairs(config)
     # ValidPair | rejected Outcome
@@ -55,6 +59,10 @@ def build_pipeline(p: beam.Pipeline, config: CorpusConfig, split_spec: SplitSpec
                 | "MergeOutcomes" >> beam.Flatten())
     # Outcome: everything discovered and not written
     return (shards, outcomes, discovered) | "PublishOutputs" >> PublishOutputs(config, options, versions)
+
+
+def _pack_without_metadata(ref) -> bytes:
+    return pack(ref.without_metadata())
 
 
 def package_versions() -> dict:

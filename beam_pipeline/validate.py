@@ -18,7 +18,7 @@ from apache_beam.metrics import Metrics
 from beam_pipeline import io_utils
 from beam_pipeline.core import reasons
 from beam_pipeline.core.checks import Rejection
-from beam_pipeline.core.records import Outcome, PairRef, ValidPair
+from beam_pipeline.core.records import Outcome, PairRef, ValidPair, pack, unpack
 from beam_pipeline.core.validation import validate_classification, validate_segmentation
 from beam_pipeline.options import CorpusConfig
 
@@ -67,7 +67,7 @@ class ValidatePairFn(beam.DoFn):
         if isinstance(mask_bytes, Rejection):
             return mask_bytes
         self._bytes_read.inc(len(mask_bytes))
-        return validate_segmentation(ref, image_bytes, mask_bytes, config.limits)
+        return validate_segmentation(ref, image_bytes, mask_bytes, config.limits, config.sample_points_per_class)
 
     def _progress(self):
         self._seen += 1
@@ -92,7 +92,7 @@ class ValidatePairs(beam.PTransform):
 
 
 def _by_content(pair: ValidPair):
-    return pair.content_key, pair
+    return pair.content_key, pack(pair)
 
 
 def _first_wins_order(pair: ValidPair):
@@ -104,7 +104,7 @@ class KeepFirstFn(beam.DoFn):
 
     def process(self, element):
         _, group = element
-        ordered = sorted(group, key=_first_wins_order)
+        ordered = sorted((unpack(data) for data in group), key=_first_wins_order)
         kept = ordered[0]
         yield kept
         for other in ordered[1:]:
@@ -120,9 +120,9 @@ class DeduplicatePairs(beam.PTransform):
     def expand(self, valid):
         outputs = (valid
                    | "KeyByContent" >> beam.Map(_by_content)
-                   # (content key, ValidPair)
+                   # (content key, packed ValidPair)
                    | "GroupByContent" >> beam.GroupByKey()
-                   # (content key, [ValidPair, ...])
+                   # (content key, [packed ValidPair, ...])
                    | "KeepFirst" >> beam.ParDo(KeepFirstFn()).with_outputs(REJECTED, main="unique"))
                    # ValidPair | duplicate Outcome
         return outputs.unique, outputs[REJECTED]

@@ -21,7 +21,7 @@ from beam_pipeline.core import checks, paths, reasons
 from beam_pipeline.core.checks import Rejection
 from beam_pipeline.core.example import frame_record, pair_example
 from beam_pipeline.core.hashing import sha256_hex
-from beam_pipeline.core.records import ClassTally, Outcome, ShardInfo, ValidPair
+from beam_pipeline.core.records import ClassTally, Outcome, ShardInfo, ValidPair, pack, unpack
 from beam_pipeline.core.sharding import (bucket_of, num_shards_for, pack_buckets, record_order,
                                          shard_file_name)
 from beam_pipeline.options import CorpusConfig
@@ -64,7 +64,7 @@ class PackBucketsFn(beam.DoFn):
 def _assign_shard(pair: ValidPair, totals: Dict[str, int], packing: Dict[Tuple[str, int], int], target: int):
     split = pair.ref.split
     shards = num_shards_for(totals[split], target)
-    return (split, packing[(split, bucket_of(pair.ref.key, shards))], shards), pair
+    return (split, packing[(split, bucket_of(pair.ref.key, shards))], shards), pack(pair)
 
 
 class WriteShardFn(beam.DoFn):
@@ -82,7 +82,7 @@ class WriteShardFn(beam.DoFn):
         records = written_bytes = 0
         tally = ClassTally(self._config.num_classes)
         with FileSystems.create(paths.join(staging_dir(self._config.output), name)) as handle:
-            for pair in sorted(pairs, key=_order_key):
+            for pair in sorted((unpack(data) for data in pairs), key=_order_key):
                 record = self._record(pair)
                 if isinstance(record, Rejection):
                     Metrics.counter("WriteShards", f"rejected_{record.reason}").inc()
@@ -160,9 +160,9 @@ class WriteShards(beam.PTransform):
             # ((split, bucket), shard)
         outputs = (pairs
                    | "AssignShards" >> beam.Map(_assign_shard, totals=totals, packing=packing, target=target)
-                   # ((split, shard, num_shards), ValidPair)
+                   # ((split, shard, num_shards), packed ValidPair)
                    | "GroupByShard" >> beam.GroupByKey()
-                   # ((split, shard, num_shards), [ValidPair, ...])
+                   # ((split, shard, num_shards), [packed ValidPair, ...])
                    | "WriteShardFiles" >> beam.ParDo(WriteShardFn(self._config)).with_outputs(
                        REJECTED, main="shards"))
                    # ShardInfo | rejected Outcome

@@ -5,7 +5,7 @@ import pytest
 
 from beam_pipeline.core.balance import (class_repeat_factors, copies_for, expected_growth, flatten_points,
                                         image_repeat_factor, inverse_sqrt_weights, median_frequency_weights,
-                                        sample_points)
+                                        sample_points, unflatten_points)
 
 
 def test_median_frequency_weights_hand_worked():
@@ -48,6 +48,6 @@ def test_sample_points_lie_on_their_class_and_are_stable():
         assert len({tuple(p) for p in yx.tolist()}) == 2
     again = sample_points(mask, "key", num_classes=3, per_class=2)
     assert all(np.array_equal(points[c], again[c]) for c in points)
-    classes, coords = flatten_points(points, 3)
-    assert classes == (0, 0, 1, 1, 2, 2)
-    assert len(coords) == 12
+    classes, coords = unflatten_points(*flatten_points(points, 3))
+    assert classes == [0, 0, 1, 1, 2, 2]
+    assert coords == np.concatenate([points[0], points[1], points[2]]).ravel().tolist()

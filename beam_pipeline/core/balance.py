@@ -13,6 +13,7 @@ import numpy as np
 from beam_pipeline.core.hashing import stable_hash, unit_interval
 
 REPEAT_SALT = "repeat"
+POINT_DTYPE = "<u2"    # Coordinates fit: images are at most 65535 pixels wide and high (see checks.py).
 POINTS_SALT = "points"
 
 
@@ -99,12 +100,19 @@ def sample_points(mask: np.ndarray, key: str, num_classes: int, per_class: int) 
     return points
 
 
-def flatten_points(points: Dict[int, np.ndarray], num_classes: int) -> Tuple[Tuple[int, ...], Tuple[int, ...]]:
-    """Points as two flat int lists for an Example: ``classes`` and ``yx`` (2 per point)."""
+def flatten_points(points: Dict[int, np.ndarray], num_classes: int) -> Tuple[bytes, bytes]:
+    """Points as two compact byte strings: class ids (uint8) and (y, x) pairs (uint16, little-endian).
+
+    Bytes keep the in-flight record small; :func:`unflatten_points` gives the int lists back.
+    """
     classes, coords = [], []
     for c in range(num_classes):
         if c in points:
             classes.extend([c] * len(points[c]))
-            coords.extend(points[c].ravel().tolist())
-    return tuple(classes), tuple(coords)
+            coords.append(points[c].ravel())
+    yx = np.concatenate(coords).astype(POINT_DTYPE) if coords else np.zeros(0, POINT_DTYPE)
+    return np.asarray(classes, dtype=np.uint8).tobytes(), yx.tobytes()
 
+
+def unflatten_points(classes: bytes, yx: bytes) -> Tuple[list, list]:
+    return np.frombuffer(classes, dtype=np.uint8).tolist(), np.frombuffer(yx, dtype=POINT_DTYPE).tolist()

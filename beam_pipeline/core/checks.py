@@ -32,6 +32,7 @@ from beam_pipeline.core import reasons
 _FORMAT_NAMES = {"JPEG": "jpeg", "PNG": "png", "GIF": "gif", "BMP": "bmp", "TIFF": "tiff", "WEBP": "webp"}
 _RGB_CONVERTIBLE = ("L", "LA", "P", "PA", "RGBA", "RGBX", "CMYK", "YCbCr", "1", "La", "RGBa", "LAB", "HSV")
 _SIXTEEN_BIT = ("I;16", "I;16B", "I;16L", "I")
+MAX_SIDE = 65535   # Also the limit of PNG-friendly tools and of the stored uint16 sample points.
 _DECODE_ERRORS = (OSError, ValueError, SyntaxError, EOFError, struct.error, zlib.error, IndexError, TypeError)
 
 
@@ -53,20 +54,29 @@ class Rejection:
 
 @dataclasses.dataclass(frozen=True)
 class ImageCheck:
-    """A decoded, valid image. ``stored`` is None when the original bytes are kept."""
+    """A decoded, valid image. ``stored`` is None when the original bytes are kept.
+
+    ``channel_sum`` and ``channel_sum_squares`` are exact per-channel sums of
+    the RGB pixel values (and of their squares): the summary from which the
+    dataset mean and standard deviation are computed without decoding again.
+    """
     height: int
     width: int
     stored_format: str
     stored: Optional[bytes]
+    channel_sum: Tuple[int, int, int] = (0, 0, 0)
+    channel_sum_squares: Tuple[int, int, int] = (0, 0, 0)
 
 
 @dataclasses.dataclass(frozen=True)
 class MaskCheck:
+    """A decoded, valid mask; ``values`` is the HxW array of class ids (not kept past validation)."""
     height: int
     width: int
     class_pixels: Tuple[int, ...]
     ignore_pixels: int
     stored: Optional[bytes]
+    values: Optional[np.ndarray] = dataclasses.field(default=None, compare=False, repr=False)
 
 
 def _open(data: bytes, allowed: Tuple[str, ...], max_pixels: int, what: str) -> Union[Image.Image, Rejection]:
@@ -87,6 +97,9 @@ def _open(data: bytes, allowed: Tuple[str, ...], max_pixels: int, what: str) -> 
     if fmt not in allowed:
         return Rejection(reasons.FORMAT_NOT_ALLOWED, f"{what} is {fmt} by content; allowed: {', '.join(allowed)}")
     pixels = image.width * image.height
+    if image.width > MAX_SIDE or image.height > MAX_SIDE:
+        return Rejection(reasons.TOO_MANY_PIXELS,
+                         f"{what} is {image.width}x{image.height}; each side must be at most {MAX_SIDE}")
     if pixels > max_pixels:
         return Rejection(reasons.TOO_MANY_PIXELS,
                          f"{what} is {image.width}x{image.height} = {pixels} pixels, limit {max_pixels}")
@@ -136,11 +149,22 @@ def check_image(data: bytes, limits: Limits) -> Union[ImageCheck, Rejection]:
         return failed
     fmt = _FORMAT_NAMES.get(image.format, str(image.format).lower())
     if image.mode == "RGB":
-        return ImageCheck(image.height, image.width, fmt, None)
+        sums, squares = channel_sums(image.histogram())
+        return ImageCheck(image.height, image.width, fmt, None, sums, squares)
     rgb = to_rgb(image)
     if isinstance(rgb, Rejection):
         return rgb
-    return ImageCheck(image.height, image.width, "png", encode_png(rgb))
+    sums, squares = channel_sums(Image.fromarray(rgb).histogram())
+    return ImageCheck(image.height, image.width, "png", encode_png(rgb), sums, squares)
+
+
+_LEVELS = np.arange(256, dtype=np.int64)
+
+
+def channel_sums(histogram) -> Tuple[Tuple[int, ...], Tuple[int, ...]]:
+    """Exact per-channel sums of values and of squared values from a 3x256 RGB histogram."""
+    counts = np.asarray(histogram, dtype=np.int64).reshape(3, 256)
+    return tuple(int(v) for v in counts @ _LEVELS), tuple(int(v) for v in counts @ (_LEVELS * _LEVELS))
 
 
 def mask_values(image: Image.Image) -> Union[np.ndarray, Rejection]:
@@ -199,7 +223,7 @@ def check_mask(data: bytes, limits: Limits) -> Union[MaskCheck, Rejection]:
         return histogram
     class_pixels, ignore = histogram
     stored = None if image.mode == "L" else encode_png(values.astype(np.uint8))
-    return MaskCheck(image.height, image.width, class_pixels, ignore, stored)
+    return MaskCheck(image.height, image.width, class_pixels, ignore, stored, values)
 
 
 def check_same_size(image: ImageCheck, mask: MaskCheck) -> Optional[Rejection]:

@@ -13,6 +13,7 @@ from typing import Dict, Iterable, Sequence, Union
 import google_crc32c
 
 from beam_pipeline.core import features as f
+from beam_pipeline.core.balance import unflatten_points
 
 FeatureValue = Union[bytes, str, int, float, Sequence[int], Sequence[float], Sequence[bytes]]
 
@@ -72,6 +73,15 @@ def frame_record(record: bytes) -> bytes:
 
 def pair_example(pair, image: bytes, mask: bytes = b"") -> bytes:
     """The serialized ``tf.train.Example`` of a ValidPair and the bytes to store."""
+    return encode_example(_pair_features(pair, image, mask))
+
+
+def summary_example(pair) -> bytes:
+    """The same features without the encoded bytes: the input of the tf.Transform analysis."""
+    return encode_example(_pair_features(pair, b"", b""))
+
+
+def _pair_features(pair, image: bytes, mask: bytes) -> Dict[str, bytes]:
     values = {
         f.IMAGE_ENCODED: bytes_feature([image]),
         f.IMAGE_FORMAT: bytes_feature([pair.image_format]),
@@ -79,12 +89,18 @@ def pair_example(pair, image: bytes, mask: bytes = b"") -> bytes:
         f.IMAGE_WIDTH: int64_feature([pair.width]),
         f.IMAGE_SOURCE_ID: bytes_feature([pair.ref.source_id]),
         f.IMAGE_KEY_SHA256: bytes_feature([pair.image_sha256]),
+        f.CHANNEL_SUM: int64_feature(pair.channel_sum),
+        f.CHANNEL_SUM_SQUARES: int64_feature(pair.channel_sum_squares),
+        f.REPEAT_COPY: int64_feature([pair.copy]),
     }
     if pair.class_pixels:
         values[f.MASK_ENCODED] = bytes_feature([mask])
         values[f.MASK_FORMAT] = bytes_feature(["png"])
         values[f.CLASS_PIXELS] = int64_feature(pair.class_pixels)
         values[f.IGNORE_PIXELS] = int64_feature([pair.ignore_pixels])
+        point_classes, point_yx = unflatten_points(pair.point_classes, pair.point_yx)
+        values[f.POINT_CLASSES] = int64_feature(point_classes)
+        values[f.POINT_YX] = int64_feature(point_yx)
     else:
         values[f.CLASS_LABEL] = int64_feature([pair.label])
-    return encode_example(values)
+    return values

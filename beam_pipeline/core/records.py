@@ -7,13 +7,36 @@ checked against the digest taken at validation).
 
 import dataclasses
 import json
+import pickle
 from typing import Optional, Tuple
 
 Metadata = Tuple[Tuple[str, object], ...]
 
 
+def pack(record) -> bytes:
+    """A record as one bytes value, for the values of a GroupByKey.
+
+    Beam's DirectRunner engine keeps every grouped value as a decoded Python
+    object until the group is read; one bytes object per record is several
+    times smaller than a dataclass with its strings and tuples, which keeps
+    the run's memory close to flat as the corpus grows.
+    """
+    return pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def unpack(data: bytes):
+    return pickle.loads(data)
+
+
+class _CompactPickle:
+    """Pickle a frozen dataclass as (class, field values): no field names in every record."""
+
+    def __reduce__(self):
+        return self.__class__, tuple(getattr(self, field.name) for field in dataclasses.fields(self))
+
+
 @dataclasses.dataclass(frozen=True)
-class PairRef:
+class PairRef(_CompactPickle):
     """One discovered input: an image with its mask or label, not yet read.
 
     ``key`` is unique per discovered pair and stable across runs; every hash-based
@@ -32,9 +55,13 @@ class PairRef:
     def meta(self) -> dict:
         return dict(self.metadata)
 
+    def without_metadata(self) -> "PairRef":
+        """The ref as validation needs it: the metadata was only for selection."""
+        return dataclasses.replace(self, metadata=()) if self.metadata else self
+
 
 @dataclasses.dataclass(frozen=True)
-class Outcome:
+class Outcome(_CompactPickle):
     """What happened to one discovered input that is not written.
 
     ``status`` is ``rejected``, ``filtered`` or ``duplicate``; ``reason`` a code
@@ -53,7 +80,7 @@ class Outcome:
 
 
 @dataclasses.dataclass(frozen=True)
-class ValidPair:
+class ValidPair(_CompactPickle):
     """A validated pair: everything the writer and the statistics need, no pixels.
 
     ``class_pixels[c]`` is the number of mask pixels of class ``c``;
@@ -73,6 +100,22 @@ class ValidPair:
     class_pixels: Tuple[int, ...] = ()
     ignore_pixels: int = 0
     label: int = -1
+    channel_sum: Tuple[int, ...] = (0, 0, 0)
+    channel_sum_squares: Tuple[int, ...] = (0, 0, 0)
+    point_classes: bytes = b""            # Class of each stored sample point (uint8 each).
+    point_yx: bytes = b""                 # (y, x) of each sample point (uint16 little-endian each).
+    copy: int = 0                         # Repeat-factor copy index; 0 is the original.
+
+    @property
+    def present_classes(self) -> Tuple[int, ...]:
+        if self.class_pixels:
+            return tuple(c for c, n in enumerate(self.class_pixels) if n)
+        return (self.label,) if self.label >= 0 else ()
+
+    @property
+    def shard_key(self) -> str:
+        """The key that places this record (each copy of an image is placed on its own)."""
+        return self.ref.key if self.copy == 0 else f"{self.ref.key}#copy{self.copy}"
 
     @property
     def content_key(self) -> str:
@@ -82,11 +125,12 @@ class ValidPair:
     @property
     def estimated_record_bytes(self) -> int:
         """Close to the serialized record size; used to size shards by bytes."""
-        return self.image_stored_bytes + self.mask_stored_bytes + 64 + 10 * len(self.class_pixels) + len(self.ref.source_id)
+        return (self.image_stored_bytes + self.mask_stored_bytes + 160 + 10 * len(self.class_pixels)
+                + 2 * len(self.point_yx) + 2 * len(self.ref.source_id))
 
 
 @dataclasses.dataclass(frozen=True)
-class ShardInfo:
+class ShardInfo(_CompactPickle):
     """One written shard, as listed in ``manifest.json``."""
     split: str
     index: int

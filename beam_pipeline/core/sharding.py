@@ -16,7 +16,7 @@ same input gives byte-identical shards whatever order the runner delivers.
 
 import heapq
 import math
-from typing import Dict, Iterable, List, Tuple
+from typing import Callable, Dict, Hashable, Iterable, List, Tuple
 
 from beam_pipeline.core.hashing import stable_hash
 
@@ -41,20 +41,37 @@ def bucket_of(key: str, num_shards: int) -> int:
     return stable_hash(BUCKET_SALT, key) % (BUCKETS_PER_SHARD * num_shards)
 
 
-def pack_buckets(bucket_bytes: Iterable[Tuple[int, int]], num_shards: int) -> Dict[int, int]:
+def pack_buckets(bucket_bytes: Iterable[Tuple[Hashable, int]], num_shards: int,
+                 group_of: Callable[[Hashable], Hashable] = None) -> Dict[Hashable, int]:
     """Map each bucket to a shard so that shard byte totals are as even as LPT makes them.
 
-    ``bucket_bytes`` holds ``(bucket, bytes)``. Ties are broken by bucket id and
-    shard index, so the result depends only on the input values.
+    ``bucket_bytes`` holds ``(bucket, bytes)``; buckets are placed largest first
+    on the lightest shard. When ``group_of`` is given, buckets of one group
+    (the repeat copies of the same images) go to different shards while there
+    are shards enough. Ties are broken by bucket and shard index, so the result
+    depends only on the input values.
     """
-    ordered = sorted(bucket_bytes, key=lambda item: (-item[1], item[0]))
+    ordered = sorted(bucket_bytes, key=_largest_first)
     heap: List[Tuple[int, int]] = [(0, shard) for shard in range(num_shards)]
+    used: Dict[Hashable, set] = {}
     assignment = {}
     for bucket, size in ordered:
+        taken = used.setdefault(group_of(bucket), set()) if group_of else set()
+        skipped = []
+        while heap and heap[0][1] in taken and len(taken) < num_shards:
+            skipped.append(heapq.heappop(heap))
         load, shard = heapq.heappop(heap)
+        for item in skipped:
+            heapq.heappush(heap, item)
         assignment[bucket] = shard
+        taken.add(shard)
         heapq.heappush(heap, (load + size, shard))
     return assignment
+
+
+def _largest_first(item):
+    bucket, size = item
+    return -size, bucket
 
 
 def record_order(key: str) -> int:

@@ -3,13 +3,15 @@
 from typing import Tuple, Union
 
 from beam_pipeline.core import checks
+from beam_pipeline.core.balance import flatten_points, sample_points
 from beam_pipeline.core.checks import Limits, Rejection
 from beam_pipeline.core.hashing import sha256_hex
 from beam_pipeline.core.records import PairRef, ValidPair
 
 
-def validate_segmentation(ref: PairRef, image_bytes: bytes, mask_bytes: bytes,
-                          limits: Limits) -> Union[ValidPair, Rejection]:
+def validate_segmentation(ref: PairRef, image_bytes: bytes, mask_bytes: bytes, limits: Limits,
+                          points_per_class: int = 8) -> Union[ValidPair, Rejection]:
+    """Check a pair; a valid one keeps its summaries and up to ``points_per_class`` points per class."""
     image = checks.check_image(image_bytes, limits)
     if isinstance(image, Rejection):
         return image
@@ -19,6 +21,8 @@ def validate_segmentation(ref: PairRef, image_bytes: bytes, mask_bytes: bytes,
     mismatch = checks.check_same_size(image, mask)
     if mismatch:
         return mismatch
+    point_classes, point_yx = flatten_points(
+        sample_points(mask.values, ref.key, limits.num_classes, points_per_class), limits.num_classes)
     return ValidPair(
         ref=ref, height=image.height, width=image.width, image_format=image.stored_format,
         image_sha256=sha256_hex(image_bytes),
@@ -27,7 +31,9 @@ def validate_segmentation(ref: PairRef, image_bytes: bytes, mask_bytes: bytes,
         mask_sha256=sha256_hex(mask_bytes),
         mask_stored_bytes=len(mask.stored) if mask.stored is not None else len(mask_bytes),
         mask_converted=mask.stored is not None,
-        class_pixels=mask.class_pixels, ignore_pixels=mask.ignore_pixels)
+        class_pixels=mask.class_pixels, ignore_pixels=mask.ignore_pixels,
+        channel_sum=image.channel_sum, channel_sum_squares=image.channel_sum_squares,
+        point_classes=point_classes, point_yx=point_yx)
 
 
 def validate_classification(ref: PairRef, image_bytes: bytes, limits: Limits,
@@ -42,6 +48,7 @@ def validate_classification(ref: PairRef, image_bytes: bytes, limits: Limits,
         ref=ref, height=image.height, width=image.width, image_format=image.stored_format,
         image_sha256=sha256_hex(image_bytes),
         image_stored_bytes=len(image.stored) if image.stored is not None else len(image_bytes),
-        image_converted=image.stored is not None, label=label)
+        image_converted=image.stored is not None, label=label,
+        channel_sum=image.channel_sum, channel_sum_squares=image.channel_sum_squares)
 
 
