@@ -1,8 +1,12 @@
 """``python -m beam_pipeline``: parse options, run, print the summary."""
 
 import logging
+import os
 import sys
 import warnings
+
+# TensorFlow's C++ start-up notices (CPU features, missing CUDA) are not about this run.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 # Google Cloud client libraries (pulled in by apache-beam[gcp]) warn about their own
 # future requirements at import time; that says nothing about this run.

@@ -114,6 +114,9 @@ class CorpusOptions(PipelineOptions):
             help="Segmentation: store up to this many (y, x) points of each class present in an example, "
                  "chosen by stable hash, so the trainer can centre crops on a chosen class. Default 8.")
         group.add_argument(
+            "--no_stats", dest="compute_stats", action="store_false", default=True,
+            help="Skip the tf.Transform statistics (transform/, stats.json) and therefore balancing.")
+        group.add_argument(
             "--balance", default="repeat_factor", choices=("none", "repeat_factor", "strata"),
             help="Image-level class balancing of the train split (val and test are never resampled). "
                  "repeat_factor: LVIS repeat-factor sampling, writing r copies of an image whose rarest "
@@ -156,6 +159,7 @@ class CorpusConfig:
     target_shard_bytes: int
     overwrite: bool
     sample_points_per_class: int = 8
+    compute_stats: bool = True
     balance: str = "repeat_factor"
     balance_threshold: float = 0.5
     max_growth: float = 2.0
@@ -268,7 +272,8 @@ def to_config(opts: PipelineOptions) -> CorpusConfig:
         target_shard_bytes=o.target_shard_bytes,
         overwrite=o.overwrite,
         sample_points_per_class=o.sample_points_per_class,
-        balance=o.balance,
+        compute_stats=o.compute_stats,
+        balance=o.balance if o.compute_stats else "none",
         balance_threshold=o.balance_threshold,
         max_growth=o.max_growth,
     )

@@ -12,18 +12,20 @@ from typing import List, Optional, Tuple
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
+from apache_beam.options.pipeline_options import (DirectOptions, GoogleCloudOptions, PipelineOptions,
+                                                  StandardOptions)
 
 from beam_pipeline import io_utils, manifest_input
 from beam_pipeline.core import paths
 from beam_pipeline.core.records import pack, unpack
 from beam_pipeline.core.selection import SplitSpec, parse_split
 from beam_pipeline.options import CorpusConfig, CorpusOptionsError, to_config
+from beam_pipeline.balance_split import BalanceTrainSplit
 from beam_pipeline.publish import MANIFEST_NAME, PublishOutputs
 from beam_pipeline.read import ReadCorpus
 from beam_pipeline.select import SelectSubset
 from beam_pipeline.validate import DeduplicatePairs, ValidatePairs
-from beam_pipeline.write import WriteShards, staging_dir
+from beam_pipeline.write import BalanceGrowthError, WriteShards, staging_dir
 
 DEFAULT_HASH_SPLIT = "train=0.8,val=0.1,test=0.1"
 VERSIONED_PACKAGES = ("apache-beam", "pillow", "numpy", "pyarrow", "protobuf", "tensorflow-transform",
@@ -33,7 +35,7 @@ _LOG = logging.getLogger(__name__)
 
 
 def build_pipeline(p: beam.Pipeline, config: CorpusConfig, split_spec: SplitSpec, options: dict,
-                   versions: dict):
+                   versions: dict, temp_dir: str):
     """Add every step to ``p``; returns the PCollection holding the manifest path."""
     refs, unpaired = p | "ReadCorpus" >> ReadCorpus(config)
     # PairRef | rejected Outcome (bad rows, orphans, paths outside the root)
@@ -53,12 +55,23 @@ def build_pipeline(p: beam.Pipeline, config: CorpusConfig, split_spec: SplitSpec
     # ValidPair | rejected Outcome
     unique, duplicates = valid | "DeduplicatePairs" >> DeduplicatePairs()
     # ValidPair (one per content) | duplicate Outcome
-    shards, changed = unique | "WriteShards" >> WriteShards(config)
-    # ShardInfo | rejected Outcome (changed since validation)
+    if config.compute_stats:
+        from beam_pipeline.stats import ComputeStats  # TensorFlow is imported only when it is needed.
+        stats, transform_written = unique | "ComputeStats" >> ComputeStats(config, temp_dir)
+        # stats dict (train split, from tf.Transform) | paths of the written transform output
+    else:
+        stats = p | "NoStats" >> beam.Create([{}])
+        transform_written = p | "NoTransformOutput" >> beam.Create([])
+    balanced, growth = unique | "BalanceTrainSplit" >> BalanceTrainSplit(config, stats)
+    # ValidPair (train: repeat copies or strata) | float growth of the train split
+    shards, changed, class_index = balanced | "WriteShards" >> WriteShards(config, growth)
+    # ShardInfo | rejected Outcome (changed since validation) | class-index JSON line
     outcomes = ((unpaired, dropped, invalid, duplicates, changed)
                 | "MergeOutcomes" >> beam.Flatten())
     # Outcome: everything discovered and not written
-    return (shards, outcomes, discovered) | "PublishOutputs" >> PublishOutputs(config, options, versions)
+    real_stats = stats | "DropEmptyStats" >> beam.Filter(bool)
+    return ((shards, outcomes, discovered, real_stats, class_index, transform_written)
+            | "PublishOutputs" >> PublishOutputs(config, options, versions))
 
 
 def _pack_without_metadata(ref) -> bytes:
@@ -175,6 +188,21 @@ def _runner(options: PipelineOptions):
     return None
 
 
+def _temp_dir(options: PipelineOptions, config: CorpusConfig) -> str:
+    """Where tf.Transform keeps temporary files: --temp_location, else <output>/.tmp."""
+    temp = options.view_as(GoogleCloudOptions).temp_location
+    return paths.join(temp, "tft") if temp else paths.join(config.output, ".tmp")
+
+
+def _own_error(error: BaseException) -> Optional[str]:
+    """The message of a BalanceGrowthError inside a runner's wrapped exception, if there is one."""
+    marker = BalanceGrowthError.__name__ + ": "
+    text = str(error)
+    if marker not in text:
+        return None
+    return text.split(marker, 1)[1].split("\n", 1)[0].split(" [while running", 1)[0]
+
+
 def run(argv: Optional[List[str]] = None) -> dict:
     """Run the whole job; returns the manifest plus ``elapsed_seconds``. Raises CorpusOptionsError."""
     argv = list(argv or [])
@@ -186,8 +214,15 @@ def run(argv: Optional[List[str]] = None) -> dict:
     run_options = dict(config.as_dict(), runner=options.view_as(StandardOptions).runner or "DirectRunner")
     started = time.monotonic()
     _LOG.info("Reading %s (%s, %s)", config.input, config.input_format, config.task)
-    with beam.Pipeline(runner=_runner(options), options=options) as p:
-        build_pipeline(p, config, split_spec, run_options, package_versions())
+    temp_dir = _temp_dir(options, config)
+    try:
+        with beam.Pipeline(runner=_runner(options), options=options) as p:
+            build_pipeline(p, config, split_spec, run_options, package_versions(), temp_dir)
+    except Exception as error:  # The runner wraps errors raised in DoFns; surface our own as one line.
+        own = _own_error(error)
+        if own is None:
+            raise
+        raise CorpusOptionsError(own) from None
     with FileSystems.open(paths.join(config.output, MANIFEST_NAME)) as handle:
         manifest = json.loads(handle.read())
     manifest["elapsed_seconds"] = time.monotonic() - started

@@ -9,7 +9,8 @@ int32: the trainer and the served model use exactly this preprocessing.
 Outputs (per example):
   ``image``        float32, flat (H*W*3), (pixel - mean) / std; reshape with ``image_shape``
   ``image_shape``  int64[3]: H, W, 3 of the decoded image
-  ``mask``         int32, flat (H*W), class ids (segmentation)
+  ``mask``         int64, flat (H*W), class ids (segmentation); tf.Transform outputs no int32,
+                   so ``decode_transformed`` (and the trainer) cast it to int32
   ``label``        int64 (classification)
   ``stats/...``    the dataset totals, the same in every example (read into stats.json)
 """
@@ -22,6 +23,7 @@ import tensorflow_transform as tft
 from beam_pipeline.core import features as f
 
 STATS_PREFIX = "stats/"
+SCALAR_TOTALS = ("num_images", "pixels", "ignore_pixels")
 
 
 def raw_feature_spec(task: str, num_classes: int) -> dict:
@@ -57,7 +59,7 @@ def _decode_mask(encoded):
         tf.strings.length(encoded) > 0,
         lambda: tf.io.decode_png(encoded, channels=1),
         lambda: tf.zeros([0, 0, 1], tf.uint8))
-    return tf.reshape(tf.cast(mask, tf.int32), [-1])
+    return tf.reshape(tf.cast(mask, tf.int64), [-1])
 
 
 def _broadcast(total, ones):
@@ -104,7 +106,7 @@ def preprocessing_fn(inputs, task: str, num_classes: int):
     else:
         outputs["mask"] = tf.map_fn(
             _decode_mask, inputs[f.MASK_ENCODED],
-            fn_output_signature=tf.RaggedTensorSpec([None], tf.int32, ragged_rank=0))
+            fn_output_signature=tf.RaggedTensorSpec([None], tf.int64, ragged_rank=0))
     for name, total in totals.items():
         outputs[STATS_PREFIX + name] = _broadcast(total, ones)
     return outputs

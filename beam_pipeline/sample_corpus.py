@@ -112,7 +112,7 @@ RAREST_CLASS: int = SIGN
 IGNORE_LABEL: int = 255
 BAD_LABEL: int = 9  # value written into broken_badlabel's mask
 
-RAREST_CLASS_IMAGE_FRACTION: float = 0.035
+RAREST_CLASS_IMAGE_FRACTION: float = 0.025
 # Probability that a (regular) scene contains each non-background, non-rare class.
 CLASS_PRESENCE: dict[int, float] = {
     SKY: 0.85,
@@ -120,7 +120,7 @@ CLASS_PRESENCE: dict[int, float] = {
     BUILDING: 0.6,
     VEGETATION: 0.5,
     VEHICLE: 0.35,
-    PERSON: 0.22,
+    PERSON: 0.15,
 }
 IGNORE_BAND_PROBABILITY: float = 0.6
 IGNORE_BAND_CLASSES: tuple[int, ...] = (BUILDING, VEGETATION, VEHICLE, PERSON)

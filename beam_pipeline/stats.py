@@ -21,7 +21,7 @@ from beam_pipeline.core.example import bytes_feature, encode_example, int64_feat
 from beam_pipeline.core.records import ValidPair
 from beam_pipeline.core.stats import build_stats
 from beam_pipeline.options import CorpusConfig
-from beam_pipeline.preprocessing import STATS_PREFIX, bound_preprocessing_fn, raw_feature_spec
+from beam_pipeline.preprocessing import SCALAR_TOTALS, STATS_PREFIX, bound_preprocessing_fn, raw_feature_spec
 
 TRANSFORM_DIR = "transform"
 STATS_SPLIT = "train"
@@ -54,8 +54,12 @@ class ExtractTotalsFn(beam.DoFn):
     def process(self, transformed):
         record_batch, _ = transformed
         columns = record_batch.to_pydict()
-        totals = {name[len(STATS_PREFIX):]: values[0] for name, values in columns.items()
-                  if name.startswith(STATS_PREFIX)}
+        totals = {}
+        for name, values in columns.items():
+            if name.startswith(STATS_PREFIX):
+                total = name[len(STATS_PREFIX):]
+                # Every output arrives as a list per example; scalars are lists of one value.
+                totals[total] = values[0][0] if total in SCALAR_TOTALS else values[0]
         config = self._config
         yield build_stats(totals, config.task, config.num_classes, config.limits.ignore_label,
                           config.class_names)
@@ -101,4 +105,4 @@ class ComputeStats(beam.PTransform):
             # (RecordBatch of the transformed empty example, passthrough)
             stats = transformed | "BuildStats" >> beam.ParDo(ExtractTotalsFn(config))
             # stats dict
-        return stats, (written, raw_written)
+        return stats, (written, raw_written) | "TransformOutputWritten" >> beam.Flatten()

@@ -1,15 +1,20 @@
 """WriteShards: size shards by bytes, spread examples by stable hash, write TFRecords.
 
-Input: unique ValidPair. Output: ShardInfo per written shard, and rejected
-Outcomes for pairs whose files changed between validation and writing.
+Input: unique ValidPair (with repeat copies and strata when balancing).
+Output: ShardInfo per written shard, rejected Outcomes for pairs whose files
+changed between validation and writing, and class-index lines for the train
+split.
 
-Only metadata is shuffled. The writer reads each file again, checks it
-against the SHA-256 taken at validation, and writes the record itself (one
-file per shard, no grouping of record bytes), into ``<output>/.staging``;
-PublishOutputs moves the shards into place.
+Only metadata is shuffled. Examples fall into hash buckets; the byte total of
+every (bucket, copy) is packed onto shards (core/sharding.py), keeping the
+copies of one image on different shards. The writer reads each file again,
+checks it against the SHA-256 taken at validation, and writes the records
+itself (one file per shard, no grouping of record bytes) into
+``<output>/.staging``; PublishOutputs moves the shards into place.
 """
 
 import hashlib
+import json
 from typing import Dict, Tuple
 
 import apache_beam as beam
@@ -22,53 +27,70 @@ from beam_pipeline.core.checks import Rejection
 from beam_pipeline.core.example import frame_record, pair_example
 from beam_pipeline.core.hashing import sha256_hex
 from beam_pipeline.core.records import ClassTally, Outcome, ShardInfo, ValidPair, pack, unpack
-from beam_pipeline.core.sharding import (bucket_of, num_shards_for, pack_buckets, record_order,
+from beam_pipeline.core.sharding import (bucket_of, num_shards_for, pack_buckets, record_order, same_images,
                                          shard_file_name)
 from beam_pipeline.options import CorpusConfig
 
 REJECTED = "rejected"
+CLASS_INDEX = "class_index"
 STAGING_DIR = ".staging"
+
+
+class BalanceGrowthError(RuntimeError):
+    """Repeat-factor balancing would grow the train split beyond --max_growth."""
 
 
 def staging_dir(output: str) -> str:
     return paths.join(output, STAGING_DIR)
 
 
-def _split_bytes(pair: ValidPair):
-    return pair.ref.split, pair.estimated_record_bytes
+def _group_bytes(pair: ValidPair):
+    return pair.shard_group, pair.estimated_record_bytes
 
 
 def _bucket_bytes(pair: ValidPair, totals: Dict[str, int], target: int):
-    shards = num_shards_for(totals[pair.ref.split], target)
-    return (pair.ref.split, bucket_of(pair.ref.key, shards)), pair.estimated_record_bytes
+    shards = num_shards_for(totals[pair.shard_group], target)
+    return (pair.shard_group, bucket_of(pair.ref.key, shards), pair.copy), pair.estimated_record_bytes
 
 
-def _regroup_by_split(element):
-    (split, bucket), size = element
-    return split, (bucket, size)
+def _regroup_by_group(element):
+    (group, bucket, copy), size = element
+    return group, ((bucket, copy), size)
 
 
 class PackBucketsFn(beam.DoFn):
-    """(split, [(bucket, bytes), ...]) -> ((split, bucket), shard) for every bucket."""
+    """(group, [((bucket, copy), bytes), ...]) -> ((group, bucket, copy), shard) for every item."""
 
     def __init__(self, target_shard_bytes: int):
         self._target = target_shard_bytes
 
     def process(self, element, totals):
-        split, bucket_bytes = element
-        shards = num_shards_for(totals[split], self._target)
-        for bucket, shard in sorted(pack_buckets(bucket_bytes, shards).items()):
-            yield (split, bucket), shard
+        group, item_bytes = element
+        shards = num_shards_for(totals[group], self._target)
+        for (bucket, copy), shard in sorted(pack_buckets(item_bytes, shards, group_of=same_images).items()):
+            yield (group, bucket, copy), shard
 
 
-def _assign_shard(pair: ValidPair, totals: Dict[str, int], packing: Dict[Tuple[str, int], int], target: int):
-    split = pair.ref.split
-    shards = num_shards_for(totals[split], target)
-    return (split, packing[(split, bucket_of(pair.ref.key, shards))], shards), pack(pair)
+class AssignShardFn(beam.DoFn):
+    """ValidPair -> ((group, shard, num_shards), packed ValidPair); refuses too much growth first."""
+
+    def __init__(self, target_shard_bytes: int, max_growth: float):
+        self._target = target_shard_bytes
+        self._max_growth = max_growth
+
+    def process(self, pair: ValidPair, totals, packing, growth):
+        if growth > self._max_growth:
+            raise BalanceGrowthError(
+                f"repeat-factor balancing would grow the train split {growth:.2f}x, above --max_growth "
+                f"{self._max_growth:g}; raise --max_growth or lower --balance_threshold")
+        group = pair.shard_group
+        shards = num_shards_for(totals[group], self._target)
+        shard = packing[(group, bucket_of(pair.ref.key, shards), pair.copy)]
+        yield (group, shard, shards), pack(pair)
 
 
 class WriteShardFn(beam.DoFn):
-    """((split, shard, num_shards), [ValidPair, ...]) -> ShardInfo; rejected Outcome for changed files."""
+    """((group, shard, num_shards), [packed ValidPair, ...]) -> ShardInfo, rejected Outcomes, index lines."""
 
     def __init__(self, config: CorpusConfig):
         self._config = config
@@ -76,13 +98,16 @@ class WriteShardFn(beam.DoFn):
         self._bytes = Metrics.counter("WriteShards", "bytes_written")
 
     def process(self, element):
-        (split, index, num_shards), pairs = element
-        name = shard_file_name(split, index, num_shards)
+        (group, index, num_shards), packed = element
+        name = shard_file_name(group, index, num_shards)
         digest = hashlib.sha256()
-        records = written_bytes = 0
+        records = written_bytes = originals = 0
+        weight = 0.0
         tally = ClassTally(self._config.num_classes)
+        split = stratum = None
         with FileSystems.create(paths.join(staging_dir(self._config.output), name)) as handle:
-            for pair in sorted((unpack(data) for data in pairs), key=_order_key):
+            for pair in sorted((unpack(data) for data in packed), key=_order_key):
+                split, stratum = pair.ref.split, pair.stratum
                 record = self._record(pair)
                 if isinstance(record, Rejection):
                     Metrics.counter("WriteShards", f"rejected_{record.reason}").inc()
@@ -93,14 +118,22 @@ class WriteShardFn(beam.DoFn):
                 framed = frame_record(record)
                 handle.write(framed)
                 digest.update(framed)
+                if split == "train":
+                    for c in pair.present_classes:
+                        yield beam.pvalue.TaggedOutput(CLASS_INDEX, json.dumps(
+                            {"class": c, "shard": name, "record": records, "source_id": pair.ref.source_id,
+                             "copy": pair.copy}, sort_keys=True))
                 records += 1
+                originals += pair.copy == 0
                 written_bytes += len(framed)
+                weight += pair.repeat_factor
                 tally.add(pair)
         self._records.inc(records)
         self._bytes.inc(written_bytes)
-        yield ShardInfo(split=split, index=index, num_shards=num_shards, path=name, records=records,
-                        bytes=written_bytes, sha256=digest.hexdigest(), class_images=tally.images(),
-                        class_pixels=tally.pixels(), ignore_pixels=tally.ignore)
+        yield ShardInfo(group=group, split=split or group, index=index, num_shards=num_shards, path=name,
+                        records=records, bytes=written_bytes, sha256=digest.hexdigest(), originals=originals,
+                        class_images=tally.images(), class_pixels=tally.pixels(), ignore_pixels=tally.ignore,
+                        stratum=-1 if stratum is None else stratum, repeat_weight=weight)
 
     def _record(self, pair: ValidPair):
         """The serialized example, read again from the source and checked against its digest."""
@@ -129,41 +162,44 @@ class WriteShardFn(beam.DoFn):
 
 
 def _order_key(pair: ValidPair):
-    return record_order(pair.ref.key), pair.ref.key
+    return record_order(pair.shard_key), pair.shard_key
 
 
 class WriteShards(beam.PTransform):
-    """``shard_infos, rejected = unique_pairs | WriteShards(config)``."""
+    """``shard_infos, rejected, class_index = pairs | WriteShards(config, growth)``."""
 
-    def __init__(self, config: CorpusConfig):
+    def __init__(self, config: CorpusConfig, growth):
         super().__init__()
         self._config = config
+        self._growth = growth
 
     def expand(self, pairs):
         target = self._config.target_shard_bytes
         totals = beam.pvalue.AsDict(
             pairs
-            | "EstimateBytes" >> beam.Map(_split_bytes)
-            # (split, record bytes)
-            | "SumBytesPerSplit" >> beam.CombinePerKey(sum))
-            # (split, total bytes)
+            | "EstimateBytes" >> beam.Map(_group_bytes)
+            # (group, record bytes)
+            | "SumBytesPerGroup" >> beam.CombinePerKey(sum))
+            # (group, total bytes)
         packing = beam.pvalue.AsDict(
             pairs
             | "BucketBytes" >> beam.Map(_bucket_bytes, totals=totals, target=target)
-            # ((split, bucket), record bytes)
+            # ((group, bucket, copy), record bytes)
             | "SumBytesPerBucket" >> beam.CombinePerKey(sum)
-            # ((split, bucket), bucket bytes)
-            | "RegroupBySplit" >> beam.Map(_regroup_by_split)
-            | "GroupBucketsBySplit" >> beam.GroupByKey()
-            # (split, [(bucket, bytes), ...])
+            # ((group, bucket, copy), bytes)
+            | "RegroupByGroup" >> beam.Map(_regroup_by_group)
+            | "GroupBucketsByGroup" >> beam.GroupByKey()
+            # (group, [((bucket, copy), bytes), ...])
             | "PackBuckets" >> beam.ParDo(PackBucketsFn(target), totals=totals))
-            # ((split, bucket), shard)
+            # ((group, bucket, copy), shard)
         outputs = (pairs
-                   | "AssignShards" >> beam.Map(_assign_shard, totals=totals, packing=packing, target=target)
-                   # ((split, shard, num_shards), packed ValidPair)
+                   | "AssignShards" >> beam.ParDo(
+                       AssignShardFn(target, self._config.max_growth), totals=totals, packing=packing,
+                       growth=beam.pvalue.AsSingleton(self._growth))
+                   # ((group, shard, num_shards), packed ValidPair)
                    | "GroupByShard" >> beam.GroupByKey()
-                   # ((split, shard, num_shards), [packed ValidPair, ...])
+                   # ((group, shard, num_shards), [packed ValidPair, ...])
                    | "WriteShardFiles" >> beam.ParDo(WriteShardFn(self._config)).with_outputs(
-                       REJECTED, main="shards"))
-                   # ShardInfo | rejected Outcome
-        return outputs.shards, outputs[REJECTED]
+                       REJECTED, CLASS_INDEX, main="shards"))
+                   # ShardInfo | rejected Outcome | class-index JSON line
+        return outputs.shards, outputs[REJECTED], outputs[CLASS_INDEX]

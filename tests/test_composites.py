@@ -1,7 +1,7 @@
 """TestPipeline tests of each composite, covering every output (rejects included)."""
 
-import dataclasses
 import io
+import json
 
 import apache_beam as beam
 import numpy as np
@@ -119,7 +119,9 @@ def test_write_shards_reads_back_with_tf_data(folder):
     cfg = config(folder, target_shard_bytes=200)
     with TestPipeline() as p:
         valid, _ = p | beam.Create(refs) | ValidatePairs(cfg)
-        shards, changed = valid | WriteShards(cfg)
+        shards, changed, index = valid | WriteShards(cfg, growth=p | "NoGrowth" >> beam.Create([1.0]))
+        assert_that(index | "IndexedClasses" >> beam.Map(lambda line: json.loads(line)["class"])
+                    | beam.combiners.Count.PerElement(), equal_to([(0, 12), (1, 12)]), label="ClassIndex")
         assert_that(shards | beam.Map(lambda s: s.records) | beam.CombineGlobally(sum), equal_to([12]), label="All")
         assert_that(changed, equal_to([]), label="NoneChanged")
     files = sorted((folder / "out" / ".staging").glob("train-*.tfrecord"))

@@ -77,7 +77,7 @@ def test_shard_file_name():
 
 
 def _manifest(discovered):
-    shards = [{"split": "train", "index": 0, "num_shards": 1, "path": "train-00000-of-00001.tfrecord",
+    shards = [{"group": "train", "split": "train", "index": 0, "originals": 5, "stratum": -1, "repeat_weight": 5.0, "num_shards": 1, "path": "train-00000-of-00001.tfrecord",
                "records": 5, "bytes": 10, "sha256": "x", "class_images": (5, 2), "class_pixels": (40, 3),
                "ignore_pixels": 1}]
     counts = count_outcomes([(("rejected", "truncated"), 2), (("filtered", "sample_fraction"), 3),
@@ -90,6 +90,7 @@ def _manifest(discovered):
 def test_manifest_counts_reconcile():
     counts = _manifest(11)["counts"]
     assert counts == {"discovered": 11, "filtered_out": {"total": 3, "by_reason": {"sample_fraction": 3}},
-                      "rejected": {"total": 2, "by_reason": {"truncated": 2}}, "duplicates": 1, "written": 5}
+                      "rejected": {"total": 2, "by_reason": {"truncated": 2}}, "duplicates": 1, "written": 5,
+                      "records_written": 5}
     with pytest.raises(CountsDoNotReconcile):
         _manifest(12)

@@ -37,6 +37,7 @@ FEATURES = {
     "image/source_id": tf.io.FixedLenFeature([], tf.string),
     "image/segmentation/class/encoded": tf.io.FixedLenFeature([], tf.string),
     "image/segmentation/class/pixel_count": tf.io.FixedLenFeature([NUM_CLASSES], tf.int64),
+    "image/repeat/copy": tf.io.FixedLenFeature([], tf.int64),
 }
 
 
@@ -52,7 +53,7 @@ def read_rejects(out):
 
 
 def read_shards(out, manifest):
-    """{source_id: parsed example} over every shard of every split, via tf.data."""
+    """{(source_id, copy): parsed example} over every shard of every split, via tf.data."""
     examples = {}
     for split, entry in manifest["splits"].items():
         files = [str(out / shard["path"]) for shard in entry["shards"]]
@@ -60,9 +61,9 @@ def read_shards(out, manifest):
         for parsed in dataset:
             record = {k: v.numpy() for k, v in parsed.items()}
             record["split"] = split
-            source_id = record["image/source_id"].decode()
-            assert source_id not in examples, f"{source_id} written twice"
-            examples[source_id] = record
+            key = record["image/source_id"].decode(), int(record["image/repeat/copy"])
+            assert key not in examples, f"{key} written twice"
+            examples[key] = record
     return examples
 
 
@@ -83,7 +84,7 @@ def test_counts_reconcile_exactly(seg):
     assert counts["rejected"]["by_reason"] == {reason: 1 for reason in BROKEN.values()}
     assert (counts["written"] + counts["duplicates"] + counts["rejected"]["total"]
             + counts["filtered_out"]["total"]) == counts["discovered"]
-    assert sum(e["num_examples"] for e in manifest["splits"].values()) == VALID_PAIRS
+    assert sum(e["num_images"] for e in manifest["splits"].values()) == VALID_PAIRS
 
 
 def test_every_broken_input_rejected_with_its_reason(seg):
@@ -100,20 +101,21 @@ def test_every_broken_input_rejected_with_its_reason(seg):
 def test_shards_hold_source_bytes_and_mask_pixels(seg, corpus_dir):
     out, manifest, _ = seg
     examples = read_shards(out, manifest)
-    assert len(examples) == VALID_PAIRS
+    assert len({source_id for source_id, _ in examples}) == VALID_PAIRS
+    assert len(examples) == manifest["counts"]["records_written"]
     root = corpus_dir / "segmentation"
     manifest_rows = {}
     for line in (root / "manifest.csv").read_text().splitlines()[1:]:
         image, mask, *_ = line.split(",")
         manifest_rows.setdefault(image, mask)
-    converted = 0
-    for source_id, record in examples.items():
+    converted = set()
+    for (source_id, _), record in examples.items():
         source = (root / source_id).read_bytes()
         source_image = Image.open(io.BytesIO(source))
         if source_image.mode == "RGB":
             assert record["image/encoded"] == source, source_id
         else:
-            converted += 1
+            converted.add(source_id)
             assert record["image/format"] == b"png"
             stored = np.asarray(Image.open(io.BytesIO(record["image/encoded"])))
             assert np.array_equal(stored, np.asarray(source_image.convert("RGB"))), source_id
@@ -124,7 +126,7 @@ def test_shards_hold_source_bytes_and_mask_pixels(seg, corpus_dir):
         assert (record["image/height"], record["image/width"]) == expected.shape
         counts = np.bincount(expected.ravel(), minlength=256)[:NUM_CLASSES]
         assert record["image/segmentation/class/pixel_count"].tolist() == counts.tolist()
-    assert converted == 4   # two grey JPEGs and two RGBA PNGs
+    assert len(converted) == 4   # two grey JPEGs and two RGBA PNGs
 
 
 def test_shard_digests_sizes_and_split_column(seg, corpus_dir):
@@ -192,7 +194,7 @@ def test_filter_sampling_and_max_examples(corpus_dir, tmp_path):
     examples = read_shards(tmp_path, manifest)
     rows = {line.split(",")[0]: line.split(",") for line in
             (corpus_dir / "segmentation" / "manifest.csv").read_text().splitlines()[1:]}
-    for source_id in examples:
+    for source_id, _ in examples:
         _, _, source, year, _ = rows[source_id]
         assert source == "camA" and int(year) >= 2020
 

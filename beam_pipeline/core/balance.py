@@ -72,6 +72,18 @@ def copies_for(key: str, factor: float) -> int:
     return whole + (1 if unit_interval(REPEAT_SALT, key) < factor - whole else 0)
 
 
+def rarest_class(present_classes: Sequence[int], factors: Sequence[float]) -> int:
+    """The present class with the largest repeat factor (the rarest by presence); -1 if none."""
+    if not present_classes:
+        return -1
+    return min(present_classes, key=lambda c: (-factors[c], c))
+
+
+def presence_counts(stats: dict) -> Sequence[int]:
+    """Images that contain each class (segmentation) or have each label (classification)."""
+    return stats["class_images"] if "class_images" in stats else stats["label_counts"]
+
+
 def expected_growth(image_factors: Sequence[float]) -> float:
     """Expected dataset size after repeat-factor sampling, relative to before."""
     return sum(image_factors) / len(image_factors) if image_factors else 1.0

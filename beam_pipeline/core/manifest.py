@@ -1,11 +1,13 @@
-"""Building ``manifest.json``: splits, shards and counts that reconcile exactly."""
+"""Building ``manifest.json``: splits, shards, statistics, balance, and counts that reconcile exactly."""
 
 from collections import defaultdict
-from typing import Dict, Iterable, List, Tuple
+from typing import Dict, Iterable, List, Optional, Tuple
 
 from beam_pipeline.core import features
+from beam_pipeline.core.balance import class_repeat_factors, presence_counts
 
 FORMAT_VERSION = 1
+_SHARD_FIELDS = ("path", "records", "bytes", "sha256", "class_images")
 
 
 class CountsDoNotReconcile(RuntimeError):
@@ -20,26 +22,108 @@ def count_outcomes(counted: Iterable[Tuple[Tuple[str, str], int]]) -> Dict[str, 
     return {status: dict(sorted(reasons.items())) for status, reasons in sorted(table.items())}
 
 
-def build_manifest(*, task: str, num_classes: int, ignore_label, class_names, shards: List[dict],
-                   outcome_counts: Dict[str, Dict[str, int]], discovered: int, options: dict,
-                   versions: Dict[str, str], rejects_files: List[str]) -> dict:
-    """The manifest as a JSON-ready dict; raises CountsDoNotReconcile when the books do not balance."""
+def _shard_order(shard: dict):
+    return shard["split"], shard["group"], shard["index"]
+
+
+def _add(totals: List[int], values) -> List[int]:
+    return [a + b for a, b in zip(totals, values)] if values else totals
+
+
+def _plain(value):
+    return list(value) if isinstance(value, tuple) else value
+
+
+def _shares(counts: List[int], total: int) -> List[float]:
+    return [c / total if total else 0.0 for c in counts]
+
+
+def summarise_splits(shards: List[dict], task: str, num_classes: int) -> Dict[str, dict]:
+    """Per split: records (with repeat copies), images, bytes, class tallies, shards and strata."""
     splits: Dict[str, dict] = {}
     for shard in sorted(shards, key=_shard_order):
         entry = splits.setdefault(shard["split"], {
-            "num_examples": 0, "num_bytes": 0, "class_images": [0] * num_classes,
+            "num_examples": 0, "num_images": 0, "num_bytes": 0, "class_images": [0] * num_classes,
             "class_pixels": [0] * num_classes if task == "segmentation" else [], "ignore_pixels": 0,
             "shards": []})
         entry["num_examples"] += shard["records"]
+        entry["num_images"] += shard["originals"]
         entry["num_bytes"] += shard["bytes"]
         entry["class_images"] = _add(entry["class_images"], shard["class_images"])
         entry["class_pixels"] = _add(entry["class_pixels"], shard["class_pixels"])
         entry["ignore_pixels"] += shard["ignore_pixels"]
         entry["shards"].append({k: _plain(shard[k]) for k in _SHARD_FIELDS})
+        if shard["stratum"] >= 0:
+            strata = entry.setdefault("strata", {})
+            stratum = strata.setdefault(shard["stratum"], {"class": shard["stratum"], "num_examples": 0,
+                                                           "repeat_weight": 0.0, "shards": []})
+            stratum["num_examples"] += shard["records"]
+            stratum["repeat_weight"] += shard["repeat_weight"]
+            stratum["shards"].append(shard["path"])
+    for entry in splits.values():
+        if "strata" in entry:
+            entry["strata"] = _strata_weights(entry.pop("strata"))
+    return splits
+
+
+def _strata_weights(strata: Dict[int, dict]) -> List[dict]:
+    """Sampling weights proportional to each stratum's summed repeat factors (sum to 1)."""
+    total = sum(s["repeat_weight"] for s in strata.values())
+    out = []
+    for c in sorted(strata):
+        stratum = strata[c]
+        out.append({"class": c, "weight": stratum["repeat_weight"] / total if total else 0.0,
+                    "num_examples": stratum["num_examples"], "shards": stratum["shards"]})
+    return out
+
+
+def balance_summary(balance: dict, stats: Optional[dict], train: Optional[dict], task: str) -> dict:
+    """The class distribution of the train split before and after balancing, by presence and by pixels."""
+    summary = dict(balance)
+    if not stats or not train:
+        return summary
+    images = stats["num_images"]
+    before_presence = list(presence_counts(stats))
+    summary["class_repeat_factors"] = list(class_repeat_factors(before_presence, images, balance["threshold"]))
+    summary["growth"] = train["num_examples"] / train["num_images"] if train["num_images"] else 1.0
+    summary["before"] = {"images": images, "class_images": before_presence,
+                         "class_image_share": _shares(before_presence, images)}
+    summary["after"] = {"records": train["num_examples"], "class_images": train["class_images"],
+                        "class_image_share": _shares(train["class_images"], train["num_examples"])}
+    if task == "segmentation":
+        summary["before"]["class_pixel_share"] = stats["class_pixel_share"]
+        summary["after"]["class_pixel_share"] = _shares(train["class_pixels"], sum(train["class_pixels"]))
+    if "strata" in train:
+        expected = [0.0] * len(before_presence)
+        for stratum in train["strata"]:
+            members = [s for s in train["shards"] if s["path"] in stratum["shards"]]
+            n = sum(s["records"] for s in members)
+            for c in range(len(expected)):
+                expected[c] += stratum["weight"] * sum(s["class_images"][c] for s in members) / max(n, 1)
+        summary["after"] = {"sampling": "strata", "class_image_share": expected}
+    return summary
+
+
+def statistics_summary(stats: Optional[dict]) -> Optional[dict]:
+    if not stats:
+        return None
+    keys = ("num_images", "image_mean", "image_std", "class_image_share", "class_pixel_share", "ignore_share",
+            "label_share", "class_weights")
+    summary = {key: stats[key] for key in keys if key in stats}
+    summary.update(stats_file="stats.json", transform_dir="transform")
+    return summary
+
+
+def build_manifest(*, task: str, num_classes: int, ignore_label, class_names, shards: List[dict],
+                   outcome_counts: Dict[str, Dict[str, int]], discovered: int, options: dict,
+                   versions: Dict[str, str], rejects_files: List[str], stats: Optional[dict] = None,
+                   balance: Optional[dict] = None, class_index_files: Iterable[str] = ()) -> dict:
+    """The manifest as a JSON-ready dict; raises CountsDoNotReconcile when the books do not balance."""
+    splits = summarise_splits(shards, task, num_classes)
     filtered = outcome_counts.get("filtered", {})
     rejected = outcome_counts.get("rejected", {})
     duplicates = sum(outcome_counts.get("duplicate", {}).values())
-    written = sum(entry["num_examples"] for entry in splits.values())
+    written = sum(entry["num_images"] for entry in splits.values())
     accounted = sum(filtered.values()) + sum(rejected.values()) + duplicates + written
     if accounted != discovered:
         raise CountsDoNotReconcile(
@@ -57,28 +141,17 @@ def build_manifest(*, task: str, num_classes: int, ignore_label, class_names, sh
             "rejected": {"total": sum(rejected.values()), "by_reason": rejected},
             "duplicates": duplicates,
             "written": written,
+            "records_written": sum(entry["num_examples"] for entry in splits.values()),
         },
         "splits": splits,
+        "statistics": statistics_summary(stats),
+        "balance": balance_summary(balance or {"method": "none"}, stats, splits.get("train"), task),
+        "class_index": sorted(class_index_files),
         "features": feature_description(task),
         "rejects": sorted(rejects_files),
         "options": options,
         "versions": versions,
     }
-
-
-_SHARD_FIELDS = ("path", "records", "bytes", "sha256", "class_images")
-
-
-def _shard_order(shard: dict):
-    return shard["split"], shard["index"]
-
-
-def _add(totals: List[int], values) -> List[int]:
-    return [a + b for a, b in zip(totals, values)] if values else totals
-
-
-def _plain(value):
-    return list(value) if isinstance(value, tuple) else value
 
 
 def feature_description(task: str) -> Dict[str, str]:
@@ -90,6 +163,9 @@ def feature_description(task: str) -> Dict[str, str]:
         features.IMAGE_WIDTH: "int64",
         features.IMAGE_SOURCE_ID: "bytes: image path relative to the input root",
         features.IMAGE_KEY_SHA256: "bytes: hex SHA-256 of the source image file",
+        features.CHANNEL_SUM: "int64[3]: sum of each RGB channel's values",
+        features.CHANNEL_SUM_SQUARES: "int64[3]: sum of each RGB channel's squared values",
+        features.REPEAT_COPY: "int64: 0, or k for the k-th repeat copy of an image (--balance repeat_factor)",
     }
     if task == "classification":
         common[features.CLASS_LABEL] = "int64: class id"
@@ -99,5 +175,7 @@ def feature_description(task: str) -> Dict[str, str]:
         features.MASK_FORMAT: "bytes: png",
         features.CLASS_PIXELS: "int64[num_classes]: pixels of each class in the mask",
         features.IGNORE_PIXELS: "int64: pixels equal to the ignore label",
+        features.POINT_CLASSES: "int64[n]: class of each stored sample point",
+        features.POINT_YX: "int64[2n]: (y, x) of each sample point, chosen by stable hash",
     })
     return common

@@ -105,6 +105,13 @@ class ValidPair(_CompactPickle):
     point_classes: bytes = b""            # Class of each stored sample point (uint8 each).
     point_yx: bytes = b""                 # (y, x) of each sample point (uint16 little-endian each).
     copy: int = 0                         # Repeat-factor copy index; 0 is the original.
+    stratum: int = -1                     # --balance strata: the image's rarest class; -1 otherwise.
+    repeat_factor: float = 1.0            # The image's repeat factor (train split, when balancing).
+
+    @property
+    def shard_group(self) -> str:
+        """Shards are made per group: the split, or the split's stratum."""
+        return self.ref.split if self.stratum < 0 else f"{self.ref.split}-stratum{self.stratum:03d}"
 
     @property
     def present_classes(self) -> Tuple[int, ...]:
@@ -132,6 +139,7 @@ class ValidPair(_CompactPickle):
 @dataclasses.dataclass(frozen=True)
 class ShardInfo(_CompactPickle):
     """One written shard, as listed in ``manifest.json``."""
+    group: str                            # The split, or "<split>-stratum<c>".
     split: str
     index: int
     num_shards: int
@@ -139,9 +147,12 @@ class ShardInfo(_CompactPickle):
     records: int
     bytes: int
     sha256: str
+    originals: int = 0                   # Records that are not repeat copies.
     class_images: Tuple[int, ...] = ()   # Examples that contain each class (or have each label).
     class_pixels: Tuple[int, ...] = ()   # Segmentation: pixels of each class.
     ignore_pixels: int = 0
+    stratum: int = -1
+    repeat_weight: float = 0.0           # Sum of the records' repeat factors (strata weights).
 
 
 class ClassTally:

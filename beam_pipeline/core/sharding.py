@@ -78,5 +78,11 @@ def record_order(key: str) -> int:
     return stable_hash(ORDER_SALT, key)
 
 
-def shard_file_name(split: str, index: int, num_shards: int) -> str:
-    return f"{split}-{index:05d}-of-{num_shards:05d}.tfrecord"
+def shard_file_name(group: str, index: int, num_shards: int) -> str:
+    return f"{group}-{index:05d}-of-{num_shards:05d}.tfrecord"
+
+
+def same_images(item) -> int:
+    """The packing group of a ``(bucket, copy)`` item: repeat copies of one bucket's images."""
+    bucket, _ = item
+    return bucket

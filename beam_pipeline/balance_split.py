@@ -1,0 +1,92 @@
+"""BalanceTrainSplit: image-level class balancing of the train split, from the tf.Transform stats.
+
+Input: unique ValidPair, and the stats dict as a side input. Output: ValidPair
+(main), where each train image either appears ``copies_for(key, r)`` times
+(``--balance repeat_factor``: LVIS repeat-factor sampling, the fraction
+resolved by a stable hash) or carries its stratum, the rarest class it
+contains (``--balance strata``). Val and test pass unchanged. Also the train
+split's growth factor (copies / images), which WriteShards checks against
+--max_growth before any shard is written.
+"""
+
+import dataclasses
+
+import apache_beam as beam
+from apache_beam.metrics import Metrics
+
+from beam_pipeline.core.balance import (class_repeat_factors, copies_for, image_repeat_factor,
+                                        presence_counts, rarest_class)
+from beam_pipeline.core.records import ValidPair
+from beam_pipeline.options import CorpusConfig
+
+BALANCED_SPLIT = "train"
+
+
+def repeat_factors(stats: dict, threshold: float):
+    return class_repeat_factors(presence_counts(stats), stats["num_images"], threshold)
+
+
+class ExpandTrainFn(beam.DoFn):
+    """ValidPair -> its repeat copies or its stratum (train), or itself (other splits)."""
+
+    def __init__(self, config: CorpusConfig):
+        self._config = config
+        self._copies = Metrics.counter("BalanceTrainSplit", "train_records")
+
+    def process(self, pair: ValidPair, stats):
+        if pair.ref.split != BALANCED_SPLIT or self._config.balance == "none":
+            yield pair
+        else:
+            factors = repeat_factors(stats, self._config.balance_threshold)
+            factor = image_repeat_factor(pair.present_classes, factors)
+            if self._config.balance == "strata":
+                yield dataclasses.replace(pair, stratum=rarest_class(pair.present_classes, factors),
+                                          repeat_factor=factor)
+            else:
+                for copy in range(copies_for(pair.ref.key, factor)):
+                    self._copies.inc()
+                    yield dataclasses.replace(pair, copy=copy, repeat_factor=factor)
+
+
+def _train_original_and_copy(pair: ValidPair):
+    """(originals, records) contributed by one record of the train split."""
+    return (1 if pair.copy == 0 else 0), 1
+
+
+def _is_train(pair: ValidPair) -> bool:
+    return pair.ref.split == BALANCED_SPLIT
+
+
+def _sum_pairs(pairs):
+    originals = records = 0
+    for a, b in pairs:
+        originals += a
+        records += b
+    return originals, records
+
+
+def _growth(counts) -> float:
+    originals, records = counts
+    return records / originals if originals else 1.0
+
+
+class BalanceTrainSplit(beam.PTransform):
+    """``balanced, growth = unique | BalanceTrainSplit(config, stats)``."""
+
+    def __init__(self, config: CorpusConfig, stats):
+        super().__init__()
+        self._config = config
+        self._stats = stats
+
+    def expand(self, pairs):
+        balanced = pairs | "ExpandTrain" >> beam.ParDo(
+            ExpandTrainFn(self._config), stats=beam.pvalue.AsSingleton(self._stats))
+        # ValidPair (train: copies or stratum set)
+        growth = (balanced
+                  | "KeepTrain" >> beam.Filter(_is_train)
+                  | "OriginalsAndRecords" >> beam.Map(_train_original_and_copy)
+                  | "SumTrain" >> beam.CombineGlobally(_sum_pairs)
+                  # (train images, train records)
+                  | "GrowthFactor" >> beam.Map(_growth))
+                  # float
+        return balanced, growth
