@@ -15,6 +15,18 @@ warnings.filterwarnings("ignore", category=FutureWarning, module=r"google\..*")
 from beam_pipeline.options import CorpusOptionsError, help_parser  # noqa: E402
 
 
+_RUNNER_LOGGERS = ("apache_beam.runners.common", "apache_beam.runners.worker.sdk_worker",
+                   "apache_beam.runners.worker.bundle_processor",
+                   "apache_beam.runners.portability.fn_api_runner.fn_runner")
+
+
+class _OneReportPerError(logging.Filter):
+    """Drop the runner's own error logs: the same error is raised from run() and reported once."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.name.startswith("apache_beam") and record.levelno >= logging.ERROR)
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if any(arg in ("-h", "--help") for arg in argv):
@@ -22,6 +34,8 @@ def main(argv=None) -> int:
         return 0
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
     logging.getLogger("beam_pipeline").setLevel(logging.INFO)
+    for name in _RUNNER_LOGGERS:
+        logging.getLogger(name).addFilter(_OneReportPerError())
     from beam_pipeline.pipeline import run
     from beam_pipeline.summary import render_summary
     try:
