@@ -74,8 +74,9 @@ class FinalizeFn(beam.DoFn):
         sources = [paths.join(staging, shard.path) for shard in shards]
         if sources:
             FileSystems.rename(sources, [paths.join(output, shard.path) for shard in shards])
-        if FileSystems.exists(staging):
-            FileSystems.delete([staging])
+        leftovers = [path for path in (staging, paths.join(output, ".tmp")) if FileSystems.exists(path)]
+        if leftovers:
+            FileSystems.delete(leftovers)
         _write_json(paths.join(output, MANIFEST_NAME), manifest)
         yield paths.join(output, MANIFEST_NAME)
 

@@ -232,3 +232,45 @@ def test_strata_group_train_shards_with_weights(corpus_dir, tmp_path):
                 assert min(present, key=lambda c: (-factors[c], c)) == stratum["class"]
     rare = [s for s in strata if s["class"] == RAREST][0]
     assert rare["weight"] > rare["num_examples"] / train["num_examples"]
+
+
+def test_each_large_shard_mixes_classes_like_its_split(tmp_path):
+    from beam_pipeline.sample_corpus import write_corpus
+    write_corpus(str(tmp_path / "corpus"), seed=3, num_pairs=240, num_class_images=8, scale=5)
+    out = tmp_path / "out"
+    run_cli("--input", tmp_path / "corpus" / "segmentation" / "manifest.csv", "--output", out,
+            "--num_classes", NUM_CLASSES, "--target_shard_bytes", 70_000_000)
+    manifest = json.loads((out / "manifest.json").read_text())
+    presence = {}
+    for shard in manifest["splits"]["train"]["shards"]:
+        counts = np.zeros(NUM_CLASSES)
+        for raw in tf.data.TFRecordDataset(str(out / shard["path"])):
+            pixels = tf.io.parse_single_example(raw, POINT_FEATURES)["image/segmentation/class/pixel_count"]
+            counts += pixels.numpy() > 0
+        assert counts.tolist() == shard["class_images"]
+        presence[shard["path"]] = (counts, shard["records"])
+    large = {path: counts for path, (counts, records) in presence.items() if records >= 500}
+    assert len(large) >= 2, {path: records for path, (_, records) in presence.items()}
+    split = sum(counts for counts, _ in presence.values())
+    split_distribution = split / split.sum()
+    for path, counts in large.items():
+        distance = 0.5 * np.abs(counts / counts.sum() - split_distribution).sum()
+        assert distance <= 0.1, (path, distance)
+
+
+def test_classification_label_statistics(corpus_dir, tmp_path):
+    run_cli("--input", corpus_dir / "classification" / "images", "--output", tmp_path, "--task", "classification",
+            "--num_classes", NUM_CLASSES, "--balance", "none")
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    stats = json.loads((tmp_path / "stats.json").read_text())
+    labels = np.zeros(NUM_CLASSES, np.int64)
+    spec = {"image/class/label": tf.io.FixedLenFeature([], tf.int64)}
+    for shard in manifest["splits"]["train"]["shards"]:
+        for raw in tf.data.TFRecordDataset(str(tmp_path / shard["path"])):
+            labels[int(tf.io.parse_single_example(raw, spec)["image/class/label"])] += 1
+    assert stats["label_counts"] == labels.tolist()
+    assert stats["num_images"] == labels.sum() == manifest["splits"]["train"]["num_images"]
+    assert stats["class_names"] == sorted(stats["class_names"])
+    share = labels / labels.sum()
+    raw = 1 / np.sqrt(share)
+    assert stats["class_weights"]["inv_sqrt"] == pytest.approx((raw / (raw * share).sum()).tolist())
