@@ -257,7 +257,7 @@ def to_config(opts: PipelineOptions) -> CorpusConfig:
         task=o.task,
         input_format=input_format,
         limits=Limits(num_classes=o.num_classes, ignore_label=ignore, max_pixels=o.max_pixels,
-                      image_formats=formats),
+                      image_formats=formats, channel_sums=o.compute_stats),
         class_names=class_names,
         image_globs=_csv_list(o.image_glob),
         mask_template=o.mask_template,

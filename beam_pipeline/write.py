@@ -13,9 +13,11 @@ itself (one file per shard, no grouping of record bytes) into
 ``<output>/.staging``; PublishOutputs moves the shards into place.
 """
 
+import collections
+import concurrent.futures
 import hashlib
 import json
-from typing import Dict, Tuple
+from typing import Iterable, Iterator, Tuple
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -34,6 +36,8 @@ from beam_pipeline.options import CorpusConfig
 REJECTED = "rejected"
 CLASS_INDEX = "class_index"
 STAGING_DIR = ".staging"
+READ_AHEAD = 8          # Records read, checked and encoded ahead of the one being written.
+READ_THREADS = 2        # File reads, SHA-256 and zlib release the GIL, so threads overlap them.
 
 
 class BalanceGrowthError(RuntimeError):
@@ -44,13 +48,8 @@ def staging_dir(output: str) -> str:
     return paths.join(output, STAGING_DIR)
 
 
-def _group_bytes(pair: ValidPair):
-    return pair.shard_group, pair.estimated_record_bytes
-
-
-def _bucket_bytes(pair: ValidPair, totals: Dict[str, int], target: int):
-    shards = num_shards_for(totals[pair.shard_group], target)
-    return (pair.shard_group, bucket_of(pair.ref.key, shards), pair.copy), pair.estimated_record_bytes
+def _bucket_bytes(pair: ValidPair):
+    return (pair.shard_group, bucket_of(pair.ref.key), pair.copy), pair.estimated_record_bytes
 
 
 def _regroup_by_group(element):
@@ -59,33 +58,32 @@ def _regroup_by_group(element):
 
 
 class PackBucketsFn(beam.DoFn):
-    """(group, [((bucket, copy), bytes), ...]) -> ((group, bucket, copy), shard) for every item."""
+    """(group, [((bucket, copy), bytes), ...]) -> ((group, bucket, copy), (shard, num_shards)) for every item."""
 
     def __init__(self, target_shard_bytes: int):
         self._target = target_shard_bytes
 
-    def process(self, element, totals):
+    def process(self, element):
         group, item_bytes = element
-        shards = num_shards_for(totals[group], self._target)
+        item_bytes = list(item_bytes)
+        shards = num_shards_for(sum(size for _, size in item_bytes), self._target)
         for (bucket, copy), shard in sorted(pack_buckets(item_bytes, shards, group_of=same_images).items()):
-            yield (group, bucket, copy), shard
+            yield (group, bucket, copy), (shard, shards)
 
 
 class AssignShardFn(beam.DoFn):
     """ValidPair -> ((group, shard, num_shards), packed ValidPair); refuses too much growth first."""
 
-    def __init__(self, target_shard_bytes: int, max_growth: float):
-        self._target = target_shard_bytes
+    def __init__(self, max_growth: float):
         self._max_growth = max_growth
 
-    def process(self, pair: ValidPair, totals, packing, growth):
+    def process(self, pair: ValidPair, packing, growth):
         if growth > self._max_growth:
             raise BalanceGrowthError(
                 f"repeat-factor balancing would grow the train split {growth:.2f}x, above --max_growth "
                 f"{self._max_growth:g}; raise --max_growth or lower --balance_threshold")
         group = pair.shard_group
-        shards = num_shards_for(totals[group], self._target)
-        shard = packing[(group, bucket_of(pair.ref.key, shards), pair.copy)]
+        shard, shards = packing[(group, bucket_of(pair.ref.key), pair.copy)]
         yield (group, shard, shards), pack(pair)
 
 
@@ -105,10 +103,10 @@ class WriteShardFn(beam.DoFn):
         weight = 0.0
         tally = ClassTally(self._config.num_classes)
         split = stratum = None
+        ordered = sorted((unpack(data) for data in packed), key=_order_key)
         with FileSystems.create(paths.join(staging_dir(self._config.output), name)) as handle:
-            for pair in sorted((unpack(data) for data in packed), key=_order_key):
+            for pair, record in self._records_in_order(ordered):
                 split, stratum = pair.ref.split, pair.stratum
-                record = self._record(pair)
                 if isinstance(record, Rejection):
                     Metrics.counter("WriteShards", f"rejected_{record.reason}").inc()
                     yield beam.pvalue.TaggedOutput(REJECTED, Outcome(
@@ -134,6 +132,22 @@ class WriteShardFn(beam.DoFn):
                         records=records, bytes=written_bytes, sha256=digest.hexdigest(), originals=originals,
                         class_images=tally.images(), class_pixels=tally.pixels(), ignore_pixels=tally.ignore,
                         stratum=-1 if stratum is None else stratum, repeat_weight=weight)
+
+    def _records_in_order(self, pairs: Iterable[ValidPair]) -> Iterator[Tuple[ValidPair, object]]:
+        """(pair, record or Rejection) in the given order, prepared a few records ahead on threads.
+
+        At most READ_AHEAD records are in memory at once, whatever the shard size.
+        """
+        pending = collections.deque()
+        with concurrent.futures.ThreadPoolExecutor(max_workers=READ_THREADS) as pool:
+            for pair in pairs:
+                pending.append((pair, pool.submit(self._record, pair)))
+                if len(pending) >= READ_AHEAD:
+                    done, future = pending.popleft()
+                    yield done, future.result()
+            while pending:
+                done, future = pending.popleft()
+                yield done, future.result()
 
     def _record(self, pair: ValidPair):
         """The serialized example, read again from the source and checked against its digest."""
@@ -174,27 +188,20 @@ class WriteShards(beam.PTransform):
         self._growth = growth
 
     def expand(self, pairs):
-        target = self._config.target_shard_bytes
-        totals = beam.pvalue.AsDict(
-            pairs
-            | "EstimateBytes" >> beam.Map(_group_bytes)
-            # (group, record bytes)
-            | "SumBytesPerGroup" >> beam.CombinePerKey(sum))
-            # (group, total bytes)
         packing = beam.pvalue.AsDict(
             pairs
-            | "BucketBytes" >> beam.Map(_bucket_bytes, totals=totals, target=target)
+            | "BucketBytes" >> beam.Map(_bucket_bytes)
             # ((group, bucket, copy), record bytes)
             | "SumBytesPerBucket" >> beam.CombinePerKey(sum)
             # ((group, bucket, copy), bytes)
             | "RegroupByGroup" >> beam.Map(_regroup_by_group)
             | "GroupBucketsByGroup" >> beam.GroupByKey()
             # (group, [((bucket, copy), bytes), ...])
-            | "PackBuckets" >> beam.ParDo(PackBucketsFn(target), totals=totals))
-            # ((group, bucket, copy), shard)
+            | "PackBuckets" >> beam.ParDo(PackBucketsFn(self._config.target_shard_bytes)))
+            # ((group, bucket, copy), (shard, num_shards))
         outputs = (pairs
                    | "AssignShards" >> beam.ParDo(
-                       AssignShardFn(target, self._config.max_growth), totals=totals, packing=packing,
+                       AssignShardFn(self._config.max_growth), packing=packing,
                        growth=beam.pvalue.AsSingleton(self._growth))
                    # ((group, shard, num_shards), packed ValidPair)
                    | "GroupByShard" >> beam.GroupByKey()

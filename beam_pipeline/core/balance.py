@@ -89,26 +89,37 @@ def expected_growth(image_factors: Sequence[float]) -> float:
     return sum(image_factors) / len(image_factors) if image_factors else 1.0
 
 
-def sample_points(mask: np.ndarray, key: str, num_classes: int, per_class: int) -> Dict[int, np.ndarray]:
-    """Up to ``per_class`` (y, x) coordinates of each class present in ``mask``.
+PROBES = 2048
 
-    Points are drawn without replacement by a generator seeded from a stable
-    hash of the key, so the same example always gives the same points.
+
+def sample_points(mask: np.ndarray, key: str, num_classes: int, per_class: int,
+                  class_pixels: Sequence[int] = None) -> Dict[int, np.ndarray]:
+    """Up to ``per_class`` distinct (y, x) coordinates of each class present in ``mask``.
+
+    Random pixels are probed by a generator seeded from a stable hash of the
+    key, so the same example always gives the same points; a class too rare to
+    be hit often enough (a few pixels of a sign) is then looked up exactly.
+    ``class_pixels`` (the mask's histogram, if known) saves counting again.
     """
     flat = mask.ravel()
     width = mask.shape[1]
+    if class_pixels is None:
+        class_pixels = np.bincount(flat, minlength=num_classes)[:num_classes]
     rng = np.random.default_rng(stable_hash(POINTS_SALT, key))
+    probes = rng.integers(0, flat.size, size=min(PROBES, flat.size)) if flat.size else np.zeros(0, np.int64)
+    probe_classes = flat[probes]
     points = {}
-    order = np.argsort(flat, kind="stable")
-    sorted_values = flat[order]
-    starts = np.searchsorted(sorted_values, np.arange(num_classes), side="left")
-    ends = np.searchsorted(sorted_values, np.arange(num_classes), side="right")
     for c in range(num_classes):
-        count = ends[c] - starts[c]
+        count = int(class_pixels[c])
         if count == 0:
             continue
-        chosen = order[starts[c] + rng.choice(count, size=min(per_class, count), replace=False)]
-        points[c] = np.stack([chosen // width, chosen % width], axis=1).astype(np.int32)
+        hits = probes[probe_classes == c]
+        _, first = np.unique(hits, return_index=True)
+        chosen = hits[np.sort(first)][:per_class]
+        if len(chosen) < min(per_class, count):
+            exact = np.flatnonzero(flat == c)
+            chosen = exact[rng.choice(len(exact), size=min(per_class, len(exact)), replace=False)]
+        points[c] = np.stack([chosen // width, chosen % width], axis=1).astype(np.int64)
     return points
 
 

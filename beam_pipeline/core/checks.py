@@ -44,6 +44,7 @@ class Limits:
     max_pixels: int = 64_000_000
     image_formats: Tuple[str, ...] = ("jpeg", "png")
     mask_formats: Tuple[str, ...] = ("png",)
+    channel_sums: bool = True         # Summarise pixel values for the statistics (off with --no_stats).
 
 
 @dataclasses.dataclass(frozen=True)
@@ -149,16 +150,17 @@ def check_image(data: bytes, limits: Limits) -> Union[ImageCheck, Rejection]:
         return failed
     fmt = _FORMAT_NAMES.get(image.format, str(image.format).lower())
     if image.mode == "RGB":
-        sums, squares = channel_sums(image.histogram())
+        sums, squares = channel_sums(image.histogram()) if limits.channel_sums else _NO_SUMS
         return ImageCheck(image.height, image.width, fmt, None, sums, squares)
     rgb = to_rgb(image)
     if isinstance(rgb, Rejection):
         return rgb
-    sums, squares = channel_sums(Image.fromarray(rgb).histogram())
+    sums, squares = channel_sums(Image.fromarray(rgb).histogram()) if limits.channel_sums else _NO_SUMS
     return ImageCheck(image.height, image.width, "png", encode_png(rgb), sums, squares)
 
 
 _LEVELS = np.arange(256, dtype=np.int64)
+_NO_SUMS = ((0, 0, 0), (0, 0, 0))
 
 
 def channel_sums(histogram) -> Tuple[Tuple[int, ...], Tuple[int, ...]]:
@@ -179,16 +181,22 @@ def mask_values(image: Image.Image) -> Union[np.ndarray, Rejection]:
                      f"mask mode is {image.mode} ({len(image.getbands())} channels); a mask must be single-channel")
 
 
-def class_histogram(values: np.ndarray, limits: Limits) -> Union[Tuple[Tuple[int, ...], int], Rejection]:
-    """Per-class pixel counts and the ignore-label count, or the out-of-range values."""
-    flat = values.ravel()
-    if flat.dtype != np.uint8:
-        top = int(flat.max()) if flat.size else 0
-        if top > 255:
-            bad = np.unique(flat[(flat >= limits.num_classes) & (flat != (limits.ignore_label if limits.ignore_label is not None else -1))])
-            return Rejection(reasons.MASK_VALUE_OUT_OF_RANGE, _out_of_range_detail(bad[:8].tolist(), limits))
-        flat = flat.astype(np.uint8)
-    counts = np.bincount(flat, minlength=256)
+def class_histogram(values: np.ndarray, limits: Limits,
+                    counts: Optional[np.ndarray] = None) -> Union[Tuple[Tuple[int, ...], int], Rejection]:
+    """Per-class pixel counts and the ignore-label count, or the out-of-range values.
+
+    ``counts`` is the 256-bin histogram when the decoder already made it.
+    """
+    if counts is None:
+        flat = values.ravel()
+        if flat.dtype != np.uint8:
+            ignore = limits.ignore_label if limits.ignore_label is not None else -1
+            large = flat[(flat > 255) & (flat != ignore)]
+            if large.size:
+                return Rejection(reasons.MASK_VALUE_OUT_OF_RANGE,
+                                 _out_of_range_detail(np.unique(large)[:8].tolist(), limits))
+            flat = flat.astype(np.uint8)
+        counts = np.bincount(flat, minlength=256)
     valid = np.zeros(256, dtype=bool)
     valid[:limits.num_classes] = True
     if limits.ignore_label is not None:
@@ -218,7 +226,9 @@ def check_mask(data: bytes, limits: Limits) -> Union[MaskCheck, Rejection]:
     values = mask_values(image)
     if isinstance(values, Rejection):
         return values
-    histogram = class_histogram(values, limits)
+    # Pillow counts 8-bit (and palette-index) values in C, faster than numpy.
+    counts = np.asarray(image.histogram(), dtype=np.int64) if image.mode in ("L", "P") else None
+    histogram = class_histogram(values, limits, counts)
     if isinstance(histogram, Rejection):
         return histogram
     class_pixels, ignore = histogram

@@ -31,8 +31,17 @@ def unpack(data: bytes):
 class _CompactPickle:
     """Pickle a frozen dataclass as (class, field values): no field names in every record."""
 
+    _field_names: Tuple[str, ...] = ()
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls._field_names = ()
+
     def __reduce__(self):
-        return self.__class__, tuple(getattr(self, field.name) for field in dataclasses.fields(self))
+        cls = self.__class__
+        if not cls._field_names:
+            cls._field_names = tuple(field.name for field in dataclasses.fields(cls))
+        return cls, tuple(getattr(self, name) for name in cls._field_names)
 
 
 @dataclasses.dataclass(frozen=True)

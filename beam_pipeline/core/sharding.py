@@ -3,12 +3,14 @@
 Examples are spread over shards in two steps, so no worker ever holds the
 list of all examples:
 
-1. Each example falls in one of ``BUCKETS_PER_SHARD * num_shards`` buckets of
-   its split by a salted stable hash of its key; only the byte total of each
-   bucket is gathered (a few numbers per shard).
+1. Each example falls in one of ``NUM_BUCKETS`` buckets of its split by a
+   salted stable hash of its key; only the byte total of each non-empty
+   bucket is gathered (at most NUM_BUCKETS numbers per split, however large
+   the corpus).
 2. :func:`pack_buckets` packs the buckets into shards, largest first onto the
    lightest shard (LPT). Each shard is thus a random, representative mix, and
-   shard sizes differ by at most about one bucket (a few per cent).
+   shard sizes differ by at most about one bucket: a few per cent up to
+   ``NUM_BUCKETS / 16`` shards per split (4,096 shards, 512 GB at 128 MB).
 
 Inside a shard, records are ordered by another salted hash of the key, so the
 same input gives byte-identical shards whatever order the runner delivers.
@@ -20,7 +22,7 @@ from typing import Callable, Dict, Hashable, Iterable, List, Tuple
 
 from beam_pipeline.core.hashing import stable_hash
 
-BUCKETS_PER_SHARD = 32
+NUM_BUCKETS = 65536
 BUCKET_SALT = "bucket"
 ORDER_SALT = "order"
 
@@ -37,8 +39,8 @@ def num_shards_for(total_bytes: int, target_shard_bytes: int) -> int:
         math.log(total_bytes / high / target_shard_bytes)) else high
 
 
-def bucket_of(key: str, num_shards: int) -> int:
-    return stable_hash(BUCKET_SALT, key) % (BUCKETS_PER_SHARD * num_shards)
+def bucket_of(key: str) -> int:
+    return stable_hash(BUCKET_SALT, key) % NUM_BUCKETS
 
 
 def pack_buckets(bucket_bytes: Iterable[Tuple[Hashable, int]], num_shards: int,

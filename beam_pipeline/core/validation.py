@@ -22,7 +22,8 @@ def validate_segmentation(ref: PairRef, image_bytes: bytes, mask_bytes: bytes, l
     if mismatch:
         return mismatch
     point_classes, point_yx = flatten_points(
-        sample_points(mask.values, ref.key, limits.num_classes, points_per_class), limits.num_classes)
+        sample_points(mask.values, ref.key, limits.num_classes, points_per_class, mask.class_pixels),
+        limits.num_classes)
     return ValidPair(
         ref=ref, height=image.height, width=image.width, image_format=image.stored_format,
         image_sha256=sha256_hex(image_bytes),
