@@ -48,6 +48,6 @@ def test_sample_points_lie_on_their_class_and_are_stable():
         assert len({tuple(p) for p in yx.tolist()}) == 2
     again = sample_points(mask, "key", num_classes=3, per_class=2)
     assert all(np.array_equal(points[c], again[c]) for c in points)
-    classes, coords = unflatten_points(*flatten_points(points, 3))
+    classes, coords = (a.tolist() for a in unflatten_points(*flatten_points(points, 3)))
     assert classes == [0, 0, 1, 1, 2, 2]
     assert coords == np.concatenate([points[0], points[1], points[2]]).ravel().tolist()

@@ -28,6 +28,13 @@ def test_encoded_example_parses_with_tensorflow():
         "i": example.int64_feature([0, 1, -5, 2**40]), "b": example.bytes_feature([b"\x00\xffraw", "text"])})
 
 
+@pytest.mark.parametrize("values", [list(range(300)), [0, 127, 128, 16383, 16384, 2**35, 2**62, 5] * 3,
+                                    [1, 2, 3, -1, 4, 5, 6, 7, 8]])
+def test_long_int64_lists_parse_with_tensorflow(values):
+    data = example.encode_example({"v": example.int64_feature(values)})
+    assert list(tf.train.Example.FromString(data).features.feature["v"].int64_list.value) == values
+
+
 def test_framed_records_read_by_tf_data(tmp_path):
     records = [b"first", b"", b"x" * 100_000]
     path = tmp_path / "r.tfrecord"

@@ -137,5 +137,5 @@ def flatten_points(points: Dict[int, np.ndarray], num_classes: int) -> Tuple[byt
     return np.asarray(classes, dtype=np.uint8).tobytes(), yx.tobytes()
 
 
-def unflatten_points(classes: bytes, yx: bytes) -> Tuple[list, list]:
-    return np.frombuffer(classes, dtype=np.uint8).tolist(), np.frombuffer(yx, dtype=POINT_DTYPE).tolist()
+def unflatten_points(classes: bytes, yx: bytes) -> Tuple[np.ndarray, np.ndarray]:
+    return np.frombuffer(classes, dtype=np.uint8), np.frombuffer(yx, dtype=POINT_DTYPE)
