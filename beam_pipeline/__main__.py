@@ -48,5 +48,18 @@ def main(argv=None) -> int:
     return 0
 
 
+def exit_now(code: int) -> None:
+    """Flush and leave without running native libraries' static destructors.
+
+    With Arrow's thread pools (and gRPC's) still alive at interpreter exit, a
+    destructor can abort the process ("terminate called without an active
+    exception") after all the work is done; every output is closed by now.
+    """
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

@@ -32,8 +32,11 @@ def _kind(path: str) -> str:
 
 def _csv_header(path: str) -> List[str]:
     with FileSystems.open(path, compression_type="uncompressed") as handle:
-        reader = pa_csv.open_csv(handle, read_options=pa_csv.ReadOptions(block_size=64 * 1024))
-        return list(reader.schema.names)
+        reader = pa_csv.open_csv(handle, read_options=pa_csv.ReadOptions(block_size=64 * 1024, use_threads=False))
+        try:
+            return list(reader.schema.names)
+        finally:
+            reader.close()
 
 
 def read_columns(path: str) -> List[str]:
@@ -69,11 +72,16 @@ def iter_rows(path: str) -> Iterator[dict]:
         if kind == "csv":
             reader = pa_csv.open_csv(
                 handle,
-                read_options=pa_csv.ReadOptions(block_size=_BLOCK_BYTES),
+                read_options=pa_csv.ReadOptions(block_size=_BLOCK_BYTES, use_threads=False),
                 convert_options=pa_csv.ConvertOptions(
                     column_types={name: pa.string() for name in columns}, strings_can_be_null=True))
-            batches = iter(reader)
-        elif kind == "parquet":
+            try:
+                for batch in reader:
+                    yield from batch.to_pylist()
+            finally:
+                reader.close()   # A reader left open at exit can abort the interpreter.
+            return
+        if kind == "parquet":
             batches = pq.ParquetFile(handle).iter_batches(batch_size=BATCH_ROWS)
         else:
             batches = _jsonl_blocks(handle, BATCH_ROWS)
