@@ -332,13 +332,17 @@ def run_loop(corpus: Corpus) -> LoopRun:
 # The pipeline, as a subprocess
 # --------------------------------------------------------------------------
 def _read_stat(pid: str) -> Optional[tuple[int, float, int]]:
-    """(parent pid, CPU ticks, RSS pages) of a process from /proc, or None when it is gone."""
+    """(parent pid, CPU ticks, RSS pages) of a process from /proc, or None when it is gone.
+
+    The CPU ticks include those of reaped children (cutime, cstime), so the tree's
+    CPU time does not drop when a worker process exits.
+    """
     try:
         text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
     fields = text[text.rindex(")") + 2:].split()
-    return int(fields[1]), float(fields[11]) + float(fields[12]), int(fields[21])
+    return int(fields[1]), sum(float(fields[i]) for i in (11, 12, 13, 14)), int(fields[21])
 
 
 class TreeSampler(threading.Thread):
