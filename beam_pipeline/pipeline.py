@@ -16,11 +16,11 @@ from apache_beam.options.pipeline_options import (DirectOptions, GoogleCloudOpti
                                                   StandardOptions)
 
 from beam_pipeline import io_utils, manifest_input
+from beam_pipeline.balance_split import BalanceTrainSplit
 from beam_pipeline.core import paths
 from beam_pipeline.core.records import pack, unpack
 from beam_pipeline.core.selection import SplitSpec, parse_split
 from beam_pipeline.options import CorpusConfig, CorpusOptionsError, to_config
-from beam_pipeline.balance_split import BalanceTrainSplit
 from beam_pipeline.publish import MANIFEST_NAME, PublishOutputs
 from beam_pipeline.read import ReadCorpus
 from beam_pipeline.select import SelectSubset
