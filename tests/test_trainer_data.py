@@ -1,0 +1,82 @@
+"""The trainer's input pipeline on shards made by the real pipeline."""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from conftest import NUM_CLASSES
+from trainer.artifacts import ArtifactError, load_artifacts, verify_shards
+from trainer.data import InputConfig, make_dataset
+
+IGNORE = 255
+
+
+@pytest.fixture(scope="module")
+def artifacts(segmentation_run):
+    out, _ = segmentation_run
+    return load_artifacts(str(out))
+
+
+def test_shards_are_verified_against_the_manifest(artifacts, tmp_path):
+    assert verify_shards(artifacts, "train") == artifacts.split("train")["num_bytes"]
+    copy = tmp_path / "copy"
+    shutil.copytree(artifacts.root, copy)
+    shard = copy / artifacts.split("val")["shards"][0]["path"]
+    data = bytearray(shard.read_bytes())
+    data[100] ^= 0xFF
+    shard.write_bytes(bytes(data))
+    with pytest.raises(ArtifactError, match="SHA-256"):
+        verify_shards(load_artifacts(str(copy)), "val")
+    with pytest.raises(ArtifactError, match="no manifest.json"):
+        load_artifacts(str(tmp_path))
+
+
+@pytest.mark.parametrize("augment", [False, True])
+def test_training_batches_shapes_dtypes_and_ranges(artifacts, augment):
+    config = InputConfig(batch_size=4, crop=(64, 96), shuffle_buffer=16, augment=augment)
+    dataset = make_dataset(artifacts, "train", config, training=True)
+    assert dataset.element_spec[0].shape.as_list() == [None, 64, 96, 3]
+    mean, std = np.array(artifacts.stats["image_mean"]), np.array(artifacts.stats["image_std"])
+    low, high = (0 - mean) / std, (255 - mean) / std       # pixel values 0 and 255, normalised
+    for images, masks in dataset.take(5):
+        assert images.shape == (4, 64, 96, 3) and images.dtype == tf.float32
+        assert masks.shape == (4, 64, 96) and masks.dtype == tf.int32
+        images, masks = images.numpy(), masks.numpy()
+        assert np.isfinite(images).all()
+        if not augment:
+            assert (images >= low - 1e-4).all() and (images <= high + 1e-4).all()
+        assert set(np.unique(masks).tolist()) <= set(range(NUM_CLASSES)) | {IGNORE}
+
+
+def test_evaluation_reads_every_example_once_in_order(artifacts):
+    config = InputConfig(batch_size=5, crop=(360, 480), augment=False)
+    batches = list(make_dataset(artifacts, "val", config, training=False))
+    assert sum(len(images) for images, _ in batches) == artifacts.split("val")["num_examples"]
+    again = list(make_dataset(artifacts, "val", config, training=False))
+    assert all(np.array_equal(a[1], b[1]) for a, b in zip(batches, again))
+
+
+def test_images_smaller_than_the_crop_are_padded_with_ignore(artifacts):
+    config = InputConfig(batch_size=2, crop=(700, 700), augment=False)
+    _, masks = next(iter(make_dataset(artifacts, "val", config, training=False)))
+    assert masks.shape == (2, 700, 700)
+    assert (masks.numpy()[:, 690:, :] == IGNORE).all()
+
+
+def test_class_uniform_crops_find_the_rare_class_more_often(artifacts):
+    stats = json.loads(open(f"{artifacts.root}/stats.json").read())
+    rarest = int(np.argmin(stats["class_images"]))
+
+    def rare_share(mode):
+        config = InputConfig(batch_size=16, crop=(48, 48), crop_sampling=mode, augment=False, shuffle_buffer=64)
+        tf.random.set_seed(7)
+        rare = total = 0
+        for _, masks in make_dataset(artifacts, "train", config).take(40):
+            rare += int((masks.numpy() == rarest).sum())
+            total += masks.numpy().size
+        return rare / total
+
+    assert rare_share("class_uniform") > 3 * rare_share("uniform")
