@@ -1,0 +1,29 @@
+"""``python -m trainer``: parse the options, train, export, print a one-line summary."""
+
+import logging
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def main(argv=None) -> int:
+    from trainer.config import parse_config
+    config = parse_config(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from trainer.artifacts import ArtifactError
+    from trainer.strategy import StrategyError
+    from trainer.train import train
+    try:
+        result = train(config)
+    except (ArtifactError, StrategyError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    history = result["history"]
+    print(f"trained {len(history['loss'])} epoch(s) under {result['strategy']}; "
+          f"loss {history['loss'][0]:.4f} -> {history['loss'][-1]:.4f}; exported to {result['export']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

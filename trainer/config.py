@@ -1,0 +1,97 @@
+"""The trainer's configuration: a dataclass filled from argparse, every option explained in --help."""
+
+import argparse
+import dataclasses
+from typing import List, Optional, Tuple
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    data: str                                   # The pipeline's --output folder.
+    job_dir: str                                # Checkpoints, logs and the exported model.
+    task: str = "auto"                          # auto (from manifest.json) | segmentation | classification
+    model: str = "auto"                         # auto (unet / cnn by task) | unet | cnn | keras.applications name
+    depth: int = 4
+    width: int = 32
+    strategy: str = "auto"
+    tpu: Optional[str] = None
+    epochs: int = 10
+    steps_per_epoch: int = 100
+    validation_steps: Optional[int] = None
+    global_batch_size: int = 16
+    crop: Tuple[int, int] = (256, 256)
+    learning_rate: float = 1e-3
+    mixed_precision: str = "auto"
+    grad_accum_steps: int = 1
+    recompute: bool = False
+    class_weights: str = "median_freq"
+    loss: str = "ce"
+    sampling: str = "shards"
+    crop_sampling: str = "class_uniform"
+    cache: str = "none"
+    weights: Optional[str] = None
+    verify_shards: bool = True
+    seed: int = 0
+
+
+def _crop(text: str) -> Tuple[int, int]:
+    parts = text.split(",")
+    if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
+        raise argparse.ArgumentTypeError(f"expected H,W such as 256,256, got {text!r}")
+    return int(parts[0]), int(parts[1])
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m trainer",
+        description="Train a Keras model on the shards, manifest.json and tf.Transform output written by "
+                    "beam_pipeline, and export a serving model that takes encoded image bytes.")
+    add = parser.add_argument
+    add("--data", required=True, help="The pipeline's output folder (manifest.json, shards, transform/, stats.json).")
+    add("--job_dir", required=True, help="Where checkpoints, the backup for resuming, TensorBoard and CSV logs "
+                                          "and the exported model go. Restarting with the same --job_dir resumes.")
+    add("--task", default="auto", choices=("auto", "segmentation", "classification"),
+        help="auto: the task recorded in manifest.json.")
+    add("--model", default="auto", help="unet (segmentation), cnn (classification, global-average-pooled head), or "
+                                        "a keras.applications name such as EfficientNetB0. auto: unet or cnn by task.")
+    add("--depth", type=int, default=4, help="U-Net down-sampling steps / CNN blocks (default 4).")
+    add("--width", type=int, default=32, help="Filters of the first block, doubled at every step (default 32).")
+    add("--strategy", default="auto", choices=("auto", "default", "mirrored", "multi_worker", "tpu"),
+        help="auto picks a reachable TPU, else MultiWorkerMirrored when TF_CONFIG lists several workers, else "
+             "Mirrored for several GPUs, else the default strategy; the choice and the reason are logged.")
+    add("--tpu", default=None, help="TPU name or grpc://host:port address (with --strategy tpu or auto).")
+    add("--epochs", type=int, default=10, help="Epochs (default 10).")
+    add("--steps_per_epoch", type=int, default=100, help="Training steps per epoch: the data repeats (default 100).")
+    add("--validation_steps", type=int, default=None, help="Validation batches per epoch (default: the whole val split).")
+    add("--global_batch_size", type=int, default=16, help="Batch size over all replicas (default 16).")
+    add("--crop", type=_crop, default=(256, 256), help="Patch size H,W (default 256,256); for the U-Net a "
+                                                        "multiple of 2**depth.")
+    add("--learning_rate", type=float, default=1e-3, help="Adam learning rate (default 0.001).")
+    add("--mixed_precision", default="auto", choices=("auto", "off", "float16", "bfloat16"),
+        help="auto: mixed_bfloat16 on TPU, mixed_float16 on GPU, off on CPU. The output layer stays float32.")
+    add("--grad_accum_steps", type=int, default=1, help="Accumulate gradients over this many steps before "
+                                                        "applying them (default 1).")
+    add("--recompute", action="store_true", help="Recompute encoder activations in the backward pass to save "
+                                                 "memory (same gradients, more compute).")
+    add("--class_weights", default="median_freq", choices=("median_freq", "inv_sqrt", "none"),
+        help="Loss weights per class from stats.json (default median_freq); the ignore label is always masked.")
+    add("--loss", default="ce", choices=("ce", "focal"), help="Cross-entropy or focal loss (default ce).")
+    add("--sampling", default="shards", choices=("shards", "strata"),
+        help="shards: read the train shards as written (with repeat copies when the pipeline balanced them); "
+             "strata: tf.data.Dataset.sample_from_datasets over the strata with the manifest's weights.")
+    add("--crop_sampling", default="class_uniform", choices=("class_uniform", "uniform"),
+        help="class_uniform: centre crops on a stored point of a uniformly chosen class (segmentation default).")
+    add("--cache", default="none", help="none, or a folder to cache decoded examples in files (never in memory).")
+    add("--weights", default=None, help="A local weights file for a keras.applications backbone; nothing is "
+                                        "downloaded.")
+    add("--no_verify_shards", dest="verify_shards", action="store_false",
+        help="Skip checking every shard's SHA-256 against manifest.json before training.")
+    add("--seed", type=int, default=0, help="Random seed (default 0).")
+    return parser
+
+
+def parse_config(argv: Optional[List[str]] = None) -> TrainConfig:
+    args = build_parser().parse_args(argv)
+    if args.global_batch_size < 1 or args.grad_accum_steps < 1 or args.epochs < 1 or args.steps_per_epoch < 1:
+        build_parser().error("--global_batch_size, --grad_accum_steps, --epochs and --steps_per_epoch must be >= 1")
+    return TrainConfig(**vars(args))
