@@ -90,3 +90,30 @@ def test_gradient_accumulation_matches_one_large_batch():
     large.train_on_batch(x, y)
     for a, b in zip(accumulated.get_weights(), large.get_weights()):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_a_killed_run_resumes_from_the_saved_epoch(segmentation_run, tmp_path):
+    import signal
+    import time
+    out, _ = segmentation_run
+    args = [sys.executable, "-m", "trainer", "--data", str(out), "--job_dir", str(tmp_path), "--epochs", "4",
+            "--steps_per_epoch", "15", "--global_batch_size", "4", "--crop", "64,64", "--depth", "2", "--width", "8",
+            "--validation_steps", "1", "--no_verify_shards"]
+    log = tmp_path / "training.csv"
+    first = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and first.poll() is None:
+        if log.exists() and len(log.read_text().splitlines()) >= 2:      # header + epoch 0 done
+            break
+        time.sleep(0.2)
+    assert first.poll() is None, "the first run ended before it could be killed"
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    done_before = [int(line.split(",")[0]) for line in log.read_text().splitlines()[1:]]
+    assert done_before and max(done_before) < 3
+    completed = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    epochs = [int(line.split(",")[0]) for line in log.read_text().splitlines() if line[:1].isdigit()]
+    resumed = epochs[len(done_before):]
+    assert resumed and resumed[0] == max(done_before) + 1, (done_before, resumed)
+    assert resumed[-1] == 3
