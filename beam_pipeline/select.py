@@ -23,27 +23,23 @@ DROPPED = "dropped"
 MAX_EXAMPLES_SALT = "max_examples"
 
 
-def _outcome(ref: PairRef, status: str, reason: str, detail: str) -> Outcome:
-    return Outcome(status, reason, detail, key=ref.key, image=ref.image, mask=ref.mask, label=ref.label)
-
-
 def selection_reason(ref: PairRef, config: CorpusConfig) -> Optional[Outcome]:
     """Why ``ref`` is left out of the subset, or None when it stays."""
     if config.include and not matches_any(ref.source_id, config.include):
-        return _outcome(ref, "filtered", reasons.FILTERED_BY_INCLUDE, "matches no --include glob")
+        return Outcome.for_ref(ref, "filtered", reasons.FILTERED_BY_INCLUDE, "matches no --include glob")
     if config.exclude and matches_any(ref.source_id, config.exclude):
-        return _outcome(ref, "filtered", reasons.FILTERED_BY_EXCLUDE, "matches an --exclude glob")
+        return Outcome.for_ref(ref, "filtered", reasons.FILTERED_BY_EXCLUDE, "matches an --exclude glob")
     if config.filter is not None:
         row = ref.meta()
         row.update(image=ref.source_id, mask=ref.mask, label=ref.label)
         try:
             keep = config.filter(row)
         except FilterEvalError as error:
-            return _outcome(ref, "rejected", reasons.FILTER_ERROR, f"--filter on this row: {error}")
+            return Outcome.for_ref(ref, "rejected", reasons.FILTER_ERROR, f"--filter on this row: {error}")
         if not keep:
-            return _outcome(ref, "filtered", reasons.FILTERED_BY_EXPRESSION, "--filter is false")
+            return Outcome.for_ref(ref, "filtered", reasons.FILTERED_BY_EXPRESSION, "--filter is false")
     if not keep_in_sample(ref.key, config.sample_fraction):
-        return _outcome(ref, "filtered", reasons.FILTERED_BY_SAMPLING, "not in the --sample_fraction sample")
+        return Outcome.for_ref(ref, "filtered", reasons.FILTERED_BY_SAMPLING, "not in the --sample_fraction sample")
     return None
 
 
@@ -73,7 +69,7 @@ class AssignSplitFn(beam.DoFn):
     def process(self, ref: PairRef):
         split = assign_split(self._spec, ref.key, ref.meta(), ref.meta().get("folder", ""))
         if split is None:
-            yield beam.pvalue.TaggedOutput(DROPPED, _outcome(
+            yield beam.pvalue.TaggedOutput(DROPPED, Outcome.for_ref(
                 ref, "rejected", reasons.BAD_MANIFEST_ROW, f"no split ({self._spec.mode} {self._spec.column_name})"))
         else:
             yield dataclasses.replace(ref, split=split)
@@ -91,7 +87,7 @@ class CapExamplesFn(beam.DoFn):
         if max_examples_rank(ref) <= threshold:
             yield ref
         else:
-            yield beam.pvalue.TaggedOutput(DROPPED, _outcome(
+            yield beam.pvalue.TaggedOutput(DROPPED, Outcome.for_ref(
                 ref, "filtered", reasons.FILTERED_BY_MAX_EXAMPLES, "beyond --max_examples"))
 
 

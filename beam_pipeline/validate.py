@@ -28,11 +28,6 @@ PROGRESS_EVERY = 500
 _LOG = logging.getLogger(__name__)
 
 
-def rejected_outcome(ref: PairRef, rejection: Rejection) -> Outcome:
-    return Outcome("rejected", rejection.reason, rejection.detail, key=ref.key, image=ref.image,
-                   mask=ref.mask, label=ref.label)
-
-
 class ValidatePairFn(beam.DoFn):
     """PairRef -> ValidPair, or a rejected Outcome with a reason code."""
 
@@ -50,7 +45,7 @@ class ValidatePairFn(beam.DoFn):
         self._progress()
         if isinstance(result, Rejection):
             Metrics.counter("ValidatePairs", f"rejected_{result.reason}").inc()
-            yield beam.pvalue.TaggedOutput(REJECTED, rejected_outcome(ref, result))
+            yield beam.pvalue.TaggedOutput(REJECTED, Outcome.for_ref(ref, "rejected", result.reason, result.detail))
         else:
             self._valid.inc()
             yield result
@@ -109,9 +104,8 @@ class KeepFirstFn(beam.DoFn):
         yield kept
         for other in ordered[1:]:
             Metrics.counter("DeduplicatePairs", "duplicates").inc()
-            yield beam.pvalue.TaggedOutput(REJECTED, Outcome(
-                "duplicate", reasons.DUPLICATE, f"same content as {kept.ref.source_id}",
-                key=other.ref.key, image=other.ref.image, mask=other.ref.mask, label=other.ref.label))
+            yield beam.pvalue.TaggedOutput(REJECTED, Outcome.for_ref(
+                other.ref, "duplicate", reasons.DUPLICATE, f"same content as {kept.ref.source_id}"))
 
 
 class DeduplicatePairs(beam.PTransform):

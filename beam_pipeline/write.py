@@ -109,9 +109,8 @@ class WriteShardFn(beam.DoFn):
                 split, stratum = pair.ref.split, pair.stratum
                 if isinstance(record, Rejection):
                     Metrics.counter("WriteShards", f"rejected_{record.reason}").inc()
-                    yield beam.pvalue.TaggedOutput(REJECTED, Outcome(
-                        "rejected", record.reason, record.detail, key=pair.ref.key, image=pair.ref.image,
-                        mask=pair.ref.mask, label=pair.ref.label))
+                    yield beam.pvalue.TaggedOutput(REJECTED, Outcome.for_ref(
+                        pair.ref, "rejected", record.reason, record.detail))
                     continue
                 framed = frame_record(record)
                 handle.write(framed)

@@ -91,7 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def parse_config(argv: Optional[List[str]] = None) -> TrainConfig:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     if args.global_batch_size < 1 or args.grad_accum_steps < 1 or args.epochs < 1 or args.steps_per_epoch < 1:
-        build_parser().error("--global_batch_size, --grad_accum_steps, --epochs and --steps_per_epoch must be >= 1")
+        parser.error("--global_batch_size, --grad_accum_steps, --epochs and --steps_per_epoch must be >= 1")
     return TrainConfig(**vars(args))

@@ -105,7 +105,8 @@ def train(config: TrainConfig) -> dict:
     val_data = None
     if "val" in artifacts.manifest["splits"]:
         val_data = strategy.distribute_datasets_from_function(_dataset_fn(artifacts, config, "val", False))
-    os.makedirs(config.job_dir, exist_ok=True) if "://" not in config.job_dir else None
+    if "://" not in config.job_dir:
+        os.makedirs(config.job_dir, exist_ok=True)
     callbacks = [
         keras.callbacks.BackupAndRestore(os.path.join(config.job_dir, "backup")),
         keras.callbacks.ModelCheckpoint(os.path.join(config.job_dir, "checkpoints", "epoch-{epoch:04d}.weights.h5"),
@@ -126,8 +127,9 @@ class ServingModule(tf.Module):
     def __init__(self, model: keras.Model, artifacts: Artifacts, task: str):
         super().__init__()
         self.model = model
-        self.transform = tft.TFTransformOutput(artifacts.transform_dir).transform_features_layer()
-        self._raw_spec = tft.TFTransformOutput(artifacts.transform_dir).raw_feature_spec()
+        transform_output = tft.TFTransformOutput(artifacts.transform_dir)
+        self.transform = transform_output.transform_features_layer()
+        self._raw_spec = transform_output.raw_feature_spec()
         self._task = task
 
     def _raw_features(self, encoded):

@@ -94,7 +94,7 @@ def _open(data: bytes, allowed: Tuple[str, ...], max_pixels: int, what: str) -> 
         return Rejection(reasons.UNDECODABLE, f"{what} is not a recognised image format")
     except _DECODE_ERRORS as error:
         return Rejection(reasons.UNDECODABLE, f"{what} header: {error}")
-    fmt = _FORMAT_NAMES.get(image.format, str(image.format).lower())
+    fmt = format_name(image)
     if fmt not in allowed:
         return Rejection(reasons.FORMAT_NOT_ALLOWED, f"{what} is {fmt} by content; allowed: {', '.join(allowed)}")
     pixels = image.width * image.height
@@ -105,6 +105,11 @@ def _open(data: bytes, allowed: Tuple[str, ...], max_pixels: int, what: str) -> 
         return Rejection(reasons.TOO_MANY_PIXELS,
                          f"{what} is {image.width}x{image.height} = {pixels} pixels, limit {max_pixels}")
     return image
+
+
+def format_name(image: Image.Image) -> str:
+    """The image's format as detected from its content: jpeg, png, gif, ..."""
+    return _FORMAT_NAMES.get(image.format, str(image.format).lower())
 
 
 def _load(image: Image.Image, what: str) -> Optional[Rejection]:
@@ -148,7 +153,7 @@ def check_image(data: bytes, limits: Limits) -> Union[ImageCheck, Rejection]:
     failed = _load(image, "image")
     if failed:
         return failed
-    fmt = _FORMAT_NAMES.get(image.format, str(image.format).lower())
+    fmt = format_name(image)
     if image.mode == "RGB":
         sums, squares = channel_sums(image.histogram()) if limits.channel_sums else _NO_SUMS
         return ImageCheck(image.height, image.width, fmt, None, sums, squares)

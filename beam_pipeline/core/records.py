@@ -84,6 +84,11 @@ class Outcome(_CompactPickle):
     mask: Optional[str] = None
     label: Optional[str] = None
 
+    @classmethod
+    def for_ref(cls, ref: PairRef, status: str, reason: str, detail: str) -> "Outcome":
+        """The outcome of one discovered pair, with its key and paths."""
+        return cls(status, reason, detail, key=ref.key, image=ref.image, mask=ref.mask, label=ref.label)
+
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
 
