@@ -132,6 +132,11 @@ class CorpusOptions(PipelineOptions):
             help="Refuse to run when repeat-factor balancing would grow the train split by more than "
                  "this factor. Default 2.0.")
         group.add_argument(
+            "--allow_local_paths", action="store_true", default=False,
+            help="Accept local paths for --input, --output and --temp_location although the runner's "
+                 "workers run elsewhere (Dataflow, a Flink or Spark master on another host, SDK workers in "
+                 "Docker). Only right when every worker mounts the same filesystem at the same path.")
+        group.add_argument(
             "--overwrite", action="store_true", default=False,
             help="Replace the outputs of an earlier run in --output. Without it, an --output that "
                  "already holds a manifest.json is an error.")
@@ -163,6 +168,7 @@ class CorpusConfig:
     balance: str = "repeat_factor"
     balance_threshold: float = 0.5
     max_growth: float = 2.0
+    allow_local_paths: bool = False
 
     @property
     def num_classes(self) -> int:
@@ -276,6 +282,7 @@ def to_config(opts: PipelineOptions) -> CorpusConfig:
         balance=o.balance if o.compute_stats else "none",
         balance_threshold=o.balance_threshold,
         max_growth=o.max_growth,
+        allow_local_paths=o.allow_local_paths,
     )
 
 

@@ -12,12 +12,13 @@ from typing import List, Optional, Tuple
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.options.pipeline_options import (DirectOptions, GoogleCloudOptions, PipelineOptions,
+from apache_beam.options.pipeline_options import (DirectOptions, FlinkRunnerOptions, GoogleCloudOptions,
+                                                  PipelineOptions, PortableOptions, SparkRunnerOptions,
                                                   StandardOptions)
 
 from beam_pipeline import io_utils, manifest_input
 from beam_pipeline.balance_split import BalanceTrainSplit
-from beam_pipeline.core import paths
+from beam_pipeline.core import paths, runners
 from beam_pipeline.core.records import pack, unpack
 from beam_pipeline.core.selection import SplitSpec, parse_split
 from beam_pipeline.options import CorpusConfig, CorpusOptionsError, to_config
@@ -200,6 +201,31 @@ def _temp_dir(options: PipelineOptions, config: CorpusConfig) -> str:
     return paths.join(temp, "tft") if temp else paths.join(config.output, ".tmp")
 
 
+def check_worker_paths(options: PipelineOptions, config: CorpusConfig) -> None:
+    """Refuse local paths when the workers run elsewhere: they would fail late, or write nowhere."""
+    standard = options.view_as(StandardOptions)
+    portable = options.view_as(PortableOptions)
+    cloud = options.view_as(GoogleCloudOptions)
+    where = runners.placement(
+        standard.runner, flink_master=options.view_as(FlinkRunnerOptions).flink_master,
+        spark_master_url=options.view_as(SparkRunnerOptions).spark_master_url,
+        job_endpoint=portable.job_endpoint, environment_type=portable.environment_type)
+    if where.remote and not cloud.temp_location:
+        raise CorpusOptionsError(
+            f"--temp_location is required with {standard.runner}: {where.reason}, so Beam and tf.Transform "
+            "need a temporary folder they can all reach, e.g. gs://BUCKET/tmp")
+    if config.allow_local_paths:
+        return
+    named = {"input": config.input, "output": config.output, "temp_location": cloud.temp_location,
+             "staging_location": cloud.staging_location}
+    unreachable = runners.unreachable_local_paths(where, named)
+    if unreachable:
+        raise CorpusOptionsError(
+            f"{standard.runner}: {where.reason}, so they cannot reach the local path(s) "
+            f"{', '.join(unreachable)}; use gs:// or s3:// paths, or --allow_local_paths when every "
+            "worker mounts this filesystem at the same place")
+
+
 def _own_error(error: BaseException) -> Optional[str]:
     """The message of a BalanceGrowthError inside a runner's wrapped exception, if there is one."""
     marker = BalanceGrowthError.__name__ + ": "
@@ -214,6 +240,7 @@ def run(argv: Optional[List[str]] = None) -> dict:
     argv = list(argv or [])
     options = PipelineOptions(argv)
     config = to_config(options)
+    check_worker_paths(options, config)
     config, split_spec = resolve_inputs(config)
     prepare_output(config)
     _direct_runner_defaults(argv, options)

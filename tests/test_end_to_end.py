@@ -206,6 +206,12 @@ def test_filter_sampling_and_max_examples(corpus_dir, tmp_path):
     (["--input", "IN", "--output", "OUT", "--num_classes", "8", "--filter", "os.system('x')"], "--filter"),
     (["--input", "IN", "--output", "OUT", "--num_classes", "8", "--filter", "camera == 'x'"], "unknown column"),
     (["--input", "IN", "--output", "OUT", "--num_classes", "8", "--split", "train=0.5"], "--split"),
+    (["--input", "IN", "--output", "OUT", "--num_classes", "8", "--runner", "DataflowRunner"],
+     "--temp_location is required with DataflowRunner"),
+    (["--input", "IN", "--output", "OUT", "--num_classes", "8", "--runner", "DataflowRunner",
+      "--temp_location", "gs://b/tmp"], "cannot reach the local path(s) --input="),
+    (["--input", "IN", "--output", "OUT", "--num_classes", "8", "--runner", "FlinkRunner",
+      "--flink_master", "flink.example.com:8081", "--temp_location", "/tmp/t"], "--temp_location=/tmp/t"),
 ])
 def test_bad_options_give_one_clear_line(corpus_dir, tmp_path, args, message):
     args = [str(corpus_dir / "segmentation" / "manifest.csv") if a == "IN" else

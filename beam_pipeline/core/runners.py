@@ -1,0 +1,76 @@
+"""Whether a runner's workers can see this machine's files.
+
+A local path given to a job whose workers run elsewhere (Dataflow, a Flink or
+Spark cluster on another host, SDK workers in Docker containers) fails late
+and obscurely: a worker finds no input, or writes its output into its own
+container, which then disappears. :func:`unreachable_local_paths` finds such
+paths before the job is submitted, so the run stops with one clear line.
+"""
+
+import dataclasses
+from typing import Dict, List, Optional
+
+from beam_pipeline.core.paths import split_scheme
+
+# The Flink runner's own names for a cluster it starts inside the job server.
+LOCAL_FLINK_MASTERS = frozenset({"[local]", "[auto]"})
+LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "0.0.0.0"})
+# Runners whose SDK workers run in this process or in processes on this machine.
+IN_PROCESS_RUNNERS = frozenset({"directrunner", "direct", "fnapirunner", "bundlebasedirectrunner",
+                                "swallowingdirectrunner", "interactiverunner", "prismrunner"})
+
+
+@dataclasses.dataclass(frozen=True)
+class Placement:
+    """Where the SDK workers of a run are: ``remote`` means they cannot read local files."""
+    remote: bool
+    reason: str
+
+
+def _host(address: Optional[str]) -> str:
+    """The host part of ``host:port``, ``[ipv6]:port`` or ``http://host:port/...``."""
+    text = split_scheme(address or "")[1].split("/", 1)[0]
+    if text.startswith("["):
+        return text[1:].split("]", 1)[0]
+    return text.rsplit(":", 1)[0] if text.count(":") == 1 else text
+
+
+def placement(runner: Optional[str], *, flink_master: Optional[str] = None,
+              spark_master_url: Optional[str] = None, job_endpoint: Optional[str] = None,
+              environment_type: Optional[str] = None) -> Placement:
+    """Where the workers of ``runner`` run, from the pipeline options that decide it."""
+    name = (runner or "DirectRunner").rsplit(".", 1)[-1].lower()
+    environment = (environment_type or "").upper()
+    if name in IN_PROCESS_RUNNERS:
+        return Placement(False, "the workers run on this machine")
+    if name in ("dataflowrunner", "dataflow", "testdataflowrunner"):
+        return Placement(True, "Dataflow workers run in Google Cloud")
+    if name in ("flinkrunner", "flink"):
+        master = flink_master or "[auto]"
+        if master not in LOCAL_FLINK_MASTERS and _host(master) not in LOCAL_HOSTS:
+            return Placement(True, f"the Flink master {master} is another machine")
+        embedded = master in LOCAL_FLINK_MASTERS
+        environment = environment or ("LOOPBACK" if embedded else "DOCKER")
+    elif name in ("sparkrunner", "spark"):
+        master = spark_master_url or "local[4]"
+        if not master.startswith("local") and _host(master) not in LOCAL_HOSTS:
+            return Placement(True, f"the Spark master {master} is another machine")
+        environment = environment or ("LOOPBACK" if master.startswith("local") else "DOCKER")
+    elif name in ("portablerunner", "portable"):
+        if job_endpoint and _host(job_endpoint) not in LOCAL_HOSTS and job_endpoint != "embed":
+            return Placement(True, f"the job endpoint {job_endpoint} is another machine")
+        environment = environment or "DOCKER"
+    else:
+        return Placement(False, f"{runner} is not known to run elsewhere")
+    if environment == "DOCKER":
+        return Placement(True, "the SDK workers run in Docker containers (--environment_type DOCKER, "
+                               "the default for this runner), which do not see this machine's files")
+    return Placement(False, f"the SDK workers run on this machine ({environment})")
+
+
+def unreachable_local_paths(where: Placement, named_paths: Dict[str, Optional[str]]) -> List[str]:
+    """The ``--option=path`` entries that are local paths although the workers are remote."""
+    if not where.remote:
+        return []
+    return [f"--{option}={path}" for option, path in named_paths.items()
+            if path and not split_scheme(path)[0]]

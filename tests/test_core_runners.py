@@ -1,0 +1,37 @@
+"""Which runners' workers cannot read this machine's files (beam_pipeline.core.runners)."""
+
+import pytest
+
+from beam_pipeline.core.runners import placement, unreachable_local_paths
+
+
+@pytest.mark.parametrize("runner,kwargs,remote", [
+    (None, {}, False),
+    ("DirectRunner", {}, False),
+    ("DataflowRunner", {}, True),
+    ("apache_beam.runners.dataflow.dataflow_runner.DataflowRunner", {}, True),
+    ("FlinkRunner", {"flink_master": "[local]"}, False),
+    ("FlinkRunner", {}, False),                                   # [auto] starts an embedded cluster
+    ("FlinkRunner", {"flink_master": "localhost:8081", "environment_type": "EXTERNAL"}, False),
+    ("FlinkRunner", {"flink_master": "localhost:8081"}, True),    # DOCKER is the default here
+    ("FlinkRunner", {"flink_master": "[local]", "environment_type": "DOCKER"}, True),
+    ("FlinkRunner", {"flink_master": "10.0.0.5:8081", "environment_type": "EXTERNAL"}, True),
+    ("FlinkRunner", {"flink_master": "http://127.0.0.1:8081", "environment_type": "PROCESS"}, False),
+    ("SparkRunner", {"spark_master_url": "local[2]"}, False),
+    ("SparkRunner", {"spark_master_url": "spark://cluster:7077", "environment_type": "LOOPBACK"}, True),
+    ("PortableRunner", {"job_endpoint": "localhost:8099", "environment_type": "LOOPBACK"}, False),
+    ("PortableRunner", {"job_endpoint": "localhost:8099"}, True),
+    ("PortableRunner", {"job_endpoint": "[::1]:8099", "environment_type": "EXTERNAL"}, False),
+    ("PortableRunner", {"job_endpoint": "jobs.example.com:8099", "environment_type": "EXTERNAL"}, True),
+])
+def test_placement(runner, kwargs, remote):
+    assert placement(runner, **kwargs).remote is remote
+
+
+def test_only_local_paths_are_reported_and_only_for_remote_workers():
+    paths = {"input": "gs://bucket/manifest.csv", "output": "/data/out", "temp_location": None,
+             "staging_location": "s3://bucket/staging"}
+    assert unreachable_local_paths(placement("DataflowRunner"), paths) == ["--output=/data/out"]
+    assert unreachable_local_paths(placement("DirectRunner"), paths) == []
+    assert "Google Cloud" in placement("DataflowRunner").reason
+    assert "Docker" in placement("PortableRunner", job_endpoint="localhost:8099").reason
