@@ -43,6 +43,10 @@ def main(argv=None) -> int:
     except CorpusOptionsError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    if "plan" in manifest:
+        from beam_pipeline.plan import render_plan
+        print(render_plan(manifest["plan"]))
+        return 0
     output = manifest["options"]["output"]
     print(render_summary(manifest, output))
     return 0

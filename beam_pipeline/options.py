@@ -132,6 +132,15 @@ class CorpusOptions(PipelineOptions):
             help="Refuse to run when repeat-factor balancing would grow the train split by more than "
                  "this factor. Default 2.0.")
         group.add_argument(
+            "--plan", action="store_true", default=False,
+            help="Dry run: list the input and apply the selection (exact counts), then do the per-pair "
+                 "work on a stable-hash sample of --plan_sample pairs on this machine, and print estimates "
+                 "for the full run: pairs, bytes, rejects, shards and their sizes, shuffle bytes, worker "
+                 "memory per core and vCPU-hours. Nothing is written and no runner is started.")
+        group.add_argument(
+            "--plan_sample", type=int, default=1000,
+            help="How many selected pairs --plan measures (default 1000).")
+        group.add_argument(
             "--allow_local_paths", action="store_true", default=False,
             help="Accept local paths for --input, --output and --temp_location although the runner's "
                  "workers run elsewhere (Dataflow, a Flink or Spark master on another host, SDK workers in "

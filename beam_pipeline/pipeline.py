@@ -17,11 +17,12 @@ from apache_beam.options.pipeline_options import (DirectOptions, FlinkRunnerOpti
                                                   StandardOptions)
 
 from beam_pipeline import io_utils, manifest_input
+from beam_pipeline.metrics import SHUFFLE, counter_total, shuffled
 from beam_pipeline.balance_split import BalanceTrainSplit
 from beam_pipeline.core import paths, runners
 from beam_pipeline.core.records import pack, unpack
 from beam_pipeline.core.selection import SplitSpec, parse_split
-from beam_pipeline.options import CorpusConfig, CorpusOptionsError, to_config
+from beam_pipeline.options import CorpusConfig, CorpusOptions, CorpusOptionsError, to_config
 from beam_pipeline.publish import MANIFEST_NAME, PublishOutputs
 from beam_pipeline.read import ReadCorpus
 from beam_pipeline.select import SelectSubset
@@ -76,7 +77,7 @@ def build_pipeline(p: beam.Pipeline, config: CorpusConfig, split_spec: SplitSpec
 
 
 def _pack_without_metadata(ref) -> bytes:
-    return pack(ref.without_metadata())
+    return shuffled(pack(ref.without_metadata()))
 
 
 def package_versions() -> dict:
@@ -236,12 +237,21 @@ def _own_error(error: BaseException) -> Optional[str]:
 
 
 def run(argv: Optional[List[str]] = None) -> dict:
-    """Run the whole job; returns the manifest plus ``elapsed_seconds``. Raises CorpusOptionsError."""
+    """Run the whole job; returns the manifest plus ``elapsed_seconds``. Raises CorpusOptionsError.
+
+    With --plan nothing runs: the result is ``{"plan": estimates}`` (see beam_pipeline/plan.py).
+    """
     argv = list(argv or [])
     options = PipelineOptions(argv)
     config = to_config(options)
     check_worker_paths(options, config)
     config, split_spec = resolve_inputs(config)
+    corpus_options = options.view_as(CorpusOptions)
+    if corpus_options.plan:
+        if corpus_options.plan_sample < 1:
+            raise CorpusOptionsError(f"--plan_sample must be at least 1, got {corpus_options.plan_sample}")
+        from beam_pipeline.plan import make_plan
+        return {"plan": make_plan(config, split_spec, corpus_options.plan_sample)}
     prepare_output(config)
     _direct_runner_defaults(argv, options)
     run_options = dict(config.as_dict(), runner=options.view_as(StandardOptions).runner or "DirectRunner")
@@ -249,8 +259,10 @@ def run(argv: Optional[List[str]] = None) -> dict:
     _LOG.info("Reading %s (%s, %s)", config.input, config.input_format, config.task)
     temp_dir = _temp_dir(options, config)
     try:
-        with beam.Pipeline(runner=_runner(options), options=options) as p:
-            build_pipeline(p, config, split_spec, run_options, package_versions(), temp_dir)
+        p = beam.Pipeline(runner=_runner(options), options=options)
+        build_pipeline(p, config, split_spec, run_options, package_versions(), temp_dir)
+        result = p.run()
+        result.wait_until_finish()
     except Exception as error:  # The runner wraps errors raised in DoFns; surface our own as one line.
         own = _own_error(error)
         if own is None:
@@ -259,4 +271,5 @@ def run(argv: Optional[List[str]] = None) -> dict:
     with FileSystems.open(paths.join(config.output, MANIFEST_NAME)) as handle:
         manifest = json.loads(handle.read())
     manifest["elapsed_seconds"] = time.monotonic() - started
+    manifest["shuffle_value_bytes"] = counter_total(result, *SHUFFLE)
     return manifest

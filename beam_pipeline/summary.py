@@ -35,6 +35,8 @@ def render_summary(manifest: dict, output: str) -> str:
         lines.append(f"  {c:>3} {name:<20} {totals[c]:>8} {share}")
     lines += _statistics_lines(manifest.get("statistics"), names)
     lines += _balance_lines(manifest.get("balance") or {}, names)
+    if manifest.get("shuffle_value_bytes") is not None:
+        lines.append(f"shuffle: {manifest['shuffle_value_bytes'] / 1e6:.2f} MB of metadata values (no pixels)")
     if elapsed:
         rate = counts["discovered"] / elapsed
         lines.append(f"time: {elapsed:.1f} s, {rate:.1f} inputs/s, {counts['written'] / elapsed:.1f} written/s")

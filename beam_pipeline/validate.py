@@ -11,6 +11,7 @@ label) and reports the others as duplicates.
 
 import logging
 import time
+from typing import Union
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
@@ -20,6 +21,7 @@ from beam_pipeline.core import reasons
 from beam_pipeline.core.checks import Rejection
 from beam_pipeline.core.records import Outcome, PairRef, ValidPair, pack, unpack
 from beam_pipeline.core.validation import validate_classification, validate_segmentation
+from beam_pipeline.metrics import shuffled
 from beam_pipeline.options import CorpusConfig
 
 REJECTED = "rejected"
@@ -28,20 +30,35 @@ PROGRESS_EVERY = 500
 _LOG = logging.getLogger(__name__)
 
 
+def check_pair(ref: PairRef, config: CorpusConfig) -> Union[ValidPair, Rejection]:
+    """Read both files of ``ref`` (bounded by --max_file_bytes) and check them."""
+    bytes_read = Metrics.counter("ValidatePairs", "bytes_read")
+    image_bytes = io_utils.read_bytes(ref.image, config.max_file_bytes, "image")
+    if isinstance(image_bytes, Rejection):
+        return image_bytes
+    bytes_read.inc(len(image_bytes))
+    if config.task == "classification":
+        return validate_classification(ref, image_bytes, config.limits, config.class_names)
+    mask_bytes = io_utils.read_bytes(ref.mask, config.max_file_bytes, "mask")
+    if isinstance(mask_bytes, Rejection):
+        return mask_bytes
+    bytes_read.inc(len(mask_bytes))
+    return validate_segmentation(ref, image_bytes, mask_bytes, config.limits, config.sample_points_per_class)
+
+
 class ValidatePairFn(beam.DoFn):
     """PairRef -> ValidPair, or a rejected Outcome with a reason code."""
 
     def __init__(self, config: CorpusConfig):
         self._config = config
         self._valid = Metrics.counter("ValidatePairs", "valid")
-        self._bytes_read = Metrics.counter("ValidatePairs", "bytes_read")
 
     def setup(self):
         self._seen = 0
         self._started = time.monotonic()
 
     def process(self, ref: PairRef):
-        result = self._validate(ref)
+        result = check_pair(ref, self._config)
         self._progress()
         if isinstance(result, Rejection):
             Metrics.counter("ValidatePairs", f"rejected_{result.reason}").inc()
@@ -49,20 +66,6 @@ class ValidatePairFn(beam.DoFn):
         else:
             self._valid.inc()
             yield result
-
-    def _validate(self, ref: PairRef):
-        config = self._config
-        image_bytes = io_utils.read_bytes(ref.image, config.max_file_bytes, "image")
-        if isinstance(image_bytes, Rejection):
-            return image_bytes
-        self._bytes_read.inc(len(image_bytes))
-        if config.task == "classification":
-            return validate_classification(ref, image_bytes, config.limits, config.class_names)
-        mask_bytes = io_utils.read_bytes(ref.mask, config.max_file_bytes, "mask")
-        if isinstance(mask_bytes, Rejection):
-            return mask_bytes
-        self._bytes_read.inc(len(mask_bytes))
-        return validate_segmentation(ref, image_bytes, mask_bytes, config.limits, config.sample_points_per_class)
 
     def _progress(self):
         self._seen += 1
@@ -87,7 +90,7 @@ class ValidatePairs(beam.PTransform):
 
 
 def _by_content(pair: ValidPair):
-    return pair.content_key, pack(pair)
+    return pair.content_key, shuffled(pack(pair))
 
 
 def _first_wins_order(pair: ValidPair):

@@ -31,6 +31,7 @@ from beam_pipeline.core.hashing import sha256_hex
 from beam_pipeline.core.records import ClassTally, Outcome, ShardInfo, ValidPair, pack, unpack
 from beam_pipeline.core.sharding import (bucket_of, num_shards_for, pack_buckets, record_order, same_images,
                                          shard_file_name)
+from beam_pipeline.metrics import shuffled
 from beam_pipeline.options import CorpusConfig
 
 REJECTED = "rejected"
@@ -84,7 +85,33 @@ class AssignShardFn(beam.DoFn):
                 f"{self._max_growth:g}; raise --max_growth or lower --balance_threshold")
         group = pair.shard_group
         shard, shards = packing[(group, bucket_of(pair.ref.key), pair.copy)]
-        yield (group, shard, shards), pack(pair)
+        yield (group, shard, shards), shuffled(pack(pair))
+
+
+def build_record(pair: ValidPair, config: CorpusConfig):
+    """The serialized example, read again from the source and checked against its digest."""
+    image = _read_verified(pair.ref.image, pair.image_sha256, "image", config.max_file_bytes)
+    if isinstance(image, Rejection):
+        return image
+    if pair.image_converted:
+        image = checks.check_image(image, config.limits).stored
+    if config.task == "classification":
+        return pair_example(pair, image)
+    mask = _read_verified(pair.ref.mask, pair.mask_sha256, "mask", config.max_file_bytes)
+    if isinstance(mask, Rejection):
+        return mask
+    if pair.mask_converted:
+        mask = checks.check_mask(mask, config.limits).stored
+    return pair_example(pair, image, mask)
+
+
+def _read_verified(path: str, expected_sha256: str, what: str, max_file_bytes: int):
+    data = io_utils.read_bytes(path, max_file_bytes, what)
+    if isinstance(data, Rejection):
+        return Rejection(reasons.CHANGED_SINCE_VALIDATION, data.detail)
+    if sha256_hex(data) != expected_sha256:
+        return Rejection(reasons.CHANGED_SINCE_VALIDATION, f"{what} bytes differ from those validated")
+    return data
 
 
 class WriteShardFn(beam.DoFn):
@@ -140,38 +167,13 @@ class WriteShardFn(beam.DoFn):
         pending = collections.deque()
         with concurrent.futures.ThreadPoolExecutor(max_workers=READ_THREADS) as pool:
             for pair in pairs:
-                pending.append((pair, pool.submit(self._record, pair)))
+                pending.append((pair, pool.submit(build_record, pair, self._config)))
                 if len(pending) >= READ_AHEAD:
                     done, future = pending.popleft()
                     yield done, future.result()
             while pending:
                 done, future = pending.popleft()
                 yield done, future.result()
-
-    def _record(self, pair: ValidPair):
-        """The serialized example, read again from the source and checked against its digest."""
-        limits = self._config.limits
-        image = self._read_verified(pair.ref.image, pair.image_sha256, "image")
-        if isinstance(image, Rejection):
-            return image
-        if pair.image_converted:
-            image = checks.check_image(image, limits).stored
-        if self._config.task == "classification":
-            return pair_example(pair, image)
-        mask = self._read_verified(pair.ref.mask, pair.mask_sha256, "mask")
-        if isinstance(mask, Rejection):
-            return mask
-        if pair.mask_converted:
-            mask = checks.check_mask(mask, limits).stored
-        return pair_example(pair, image, mask)
-
-    def _read_verified(self, path: str, expected_sha256: str, what: str):
-        data = io_utils.read_bytes(path, self._config.max_file_bytes, what)
-        if isinstance(data, Rejection):
-            return Rejection(reasons.CHANGED_SINCE_VALIDATION, data.detail)
-        if sha256_hex(data) != expected_sha256:
-            return Rejection(reasons.CHANGED_SINCE_VALIDATION, f"{what} bytes differ from those validated")
-        return data
 
 
 def _order_key(pair: ValidPair):

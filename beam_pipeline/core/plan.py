@@ -1,0 +1,119 @@
+"""The arithmetic of ``--plan``: from a measured sample of pairs to estimates for the whole run.
+
+Counts of discovered and selected pairs, and the split of each, are exact
+(the listing is cheap: paths and metadata only). Everything that needs the
+file contents (sizes, rejects, record bytes, CPU, memory) is measured on a
+sample chosen by stable hash and scaled up. Pure: no Beam, no TensorFlow.
+"""
+
+import dataclasses
+from typing import Dict, List, Mapping, Sequence
+
+from beam_pipeline.core.balance import class_repeat_factors, expected_growth, image_repeat_factor
+from beam_pipeline.core.sharding import num_shards_for
+
+# Work the pipeline does per pair beyond what the sample measures (validation, the re-read,
+# the digest and the encoding): Beam's per-element overhead, the shuffles and tf.Transform.
+# bench/pipeline_throughput.py measures the minimal loop at 0.86 of the pipeline's marginal
+# speed, so the pipeline costs about 1/0.86 = 1.16 of it; 1.25 leaves room for slower I/O.
+PIPELINE_OVERHEAD = 1.25
+# Each pair crosses three shuffles as metadata: the spread over workers (PairRef), the
+# grouping by content for deduplication and the grouping by shard (ValidPair each).
+SHUFFLES_OF_REF = 1
+SHUFFLES_OF_PAIR = 2
+WRITER_READ_AHEAD = 2        # write.READ_THREADS: records read ahead while a shard is written
+
+
+@dataclasses.dataclass(frozen=True)
+class PairSample:
+    """What measuring one sampled pair gave."""
+    split: str
+    status: str                 # "valid" or "rejected"
+    reason: str                 # Reject reason, "" when valid.
+    file_bytes: int             # Bytes of the image and mask files read.
+    record_bytes: int           # Bytes of its TFRecord record (0 when rejected).
+    ref_bytes: int              # Bytes of the shuffled PairRef.
+    pair_bytes: int             # Bytes of the shuffled ValidPair (0 when rejected).
+    cpu_seconds: float          # CPU time of the pipeline's per-pair work, measured.
+    present_classes: tuple = ()
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+def _scaled(count: int, part: int, whole: int) -> int:
+    return round(count * part / whole) if whole else 0
+
+
+def estimate(*, discovered: int, selected_by_split: Mapping[str, int], samples: List[PairSample],
+             target_shard_bytes: int, balance: str, balance_threshold: float, num_classes: int,
+             sample_worker_rss_bytes: int) -> dict:
+    """Estimates for the full run; see README "Planning a large run" for each formula."""
+    selected = sum(selected_by_split.values())
+    valid = [s for s in samples if s.status == "valid"]
+    valid_share = len(valid) / len(samples) if samples else 0.0
+    reject_reasons: Dict[str, int] = {}
+    for s in samples:
+        if s.status != "valid":
+            reject_reasons[s.reason] = reject_reasons.get(s.reason, 0) + 1
+    record_bytes = _mean([s.record_bytes for s in valid])
+    growth = _train_growth([s for s in valid if s.split == "train"], balance, balance_threshold, num_classes)
+    splits = {}
+    for split, count in sorted(selected_by_split.items()):
+        records = count * valid_share * (growth if split == "train" else 1.0)
+        total = records * record_bytes
+        shards = num_shards_for(int(total), target_shard_bytes) if records >= 1 else 0
+        splits[split] = {"records": round(records), "bytes": round(total), "shards": shards,
+                         "shard_bytes": round(total / shards) if shards else 0}
+    written = selected * valid_share
+    shuffle = (selected * _mean([s.ref_bytes for s in samples]) * SHUFFLES_OF_REF
+               + written * _mean([s.pair_bytes for s in valid]) * SHUFFLES_OF_PAIR)
+    cpu_per_pair = _mean([s.cpu_seconds for s in samples])
+    largest_shard = max((entry["shard_bytes"] for entry in splits.values()), default=0)
+    records_per_shard = largest_shard / record_bytes if record_bytes else 0
+    memory_per_core = (sample_worker_rss_bytes
+                       + records_per_shard * _mean([s.pair_bytes for s in valid])
+                       + WRITER_READ_AHEAD * max((s.record_bytes for s in valid), default=0))
+    return {
+        "sample_pairs": len(samples),
+        "discovered": discovered,
+        "selected": selected,
+        "input_bytes": round(selected * _mean([s.file_bytes for s in samples])),
+        "written": round(written),
+        "rejected": {reason: _scaled(selected, n, len(samples)) for reason, n in sorted(reject_reasons.items())},
+        "train_growth": growth,
+        "splits": splits,
+        "output_bytes": sum(entry["bytes"] for entry in splits.values()),
+        "shuffle_bytes": round(shuffle),
+        "worker_memory_per_core_bytes": round(memory_per_core),
+        "cpu_seconds_per_pair": cpu_per_pair,
+        "vcpu_hours": selected * cpu_per_pair * PIPELINE_OVERHEAD / 3600.0,
+    }
+
+
+def _train_growth(train: List[PairSample], balance: str, threshold: float, num_classes: int) -> float:
+    """Repeat-factor growth of the train split, with class presence taken from the sample."""
+    if balance != "repeat_factor" or not train:
+        return 1.0
+    presence = [0] * num_classes
+    for s in train:
+        for c in s.present_classes:
+            presence[c] += 1
+    factors = class_repeat_factors(presence, len(train), threshold)
+    return expected_growth([image_repeat_factor(s.present_classes, factors) for s in train])
+
+
+def human_bytes(value: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(value) < 1000 or unit == "TB":
+            return f"{value:,.0f} {unit}" if unit == "B" else f"{value:,.1f} {unit}"
+        value /= 1000.0
+    return f"{value:.1f} TB"
+
+
+def shards_line(entry: Mapping[str, int]) -> str:
+    if not entry["shards"]:
+        return "no records"
+    return f"{entry['shards']} shard(s) of ~{human_bytes(entry['shard_bytes'])}"
+

@@ -1,0 +1,153 @@
+"""``--plan``: a dry run that estimates a full run from a sample, and writes nothing.
+
+1. List the input as the pipeline does (paths and metadata only) and apply the
+   user's selection and splits to every pair: these counts are exact.
+2. Keep the ``--plan_sample`` selected pairs with the smallest stable hash
+   (the same sample every time; memory bounded by the sample size).
+3. Do the pipeline's per-pair work on them in a process per core, with the
+   pipeline's own functions: read and check both files, then read them again,
+   verify the digest and encode the record, as the writer does. Measure the
+   bytes, the outcome, the CPU time and the worker processes' peak memory.
+4. Scale up with :func:`beam_pipeline.core.plan.estimate`.
+
+Paired folders are estimated from the image listing: a missing mask shows in
+the sample as ``missing_file`` where the real run reports ``orphan_image``, and
+masks without an image are not counted.
+"""
+
+import concurrent.futures
+import dataclasses
+import heapq
+import logging
+import os
+import resource
+import time
+from typing import Iterator, List, Tuple, Union
+
+from beam_pipeline import io_utils, manifest_input
+from beam_pipeline.core import paths
+from beam_pipeline.core.checks import Rejection
+from beam_pipeline.core.example import frame_record
+from beam_pipeline.core.hashing import stable_hash
+from beam_pipeline.core.pairing import class_folder_ref, pair_by_mask_path, row_to_pair
+from beam_pipeline.core.plan import PairSample, estimate, human_bytes, shards_line
+from beam_pipeline.core.records import Outcome, PairRef, pack, unpack
+from beam_pipeline.core.selection import SplitSpec, assign_split
+from beam_pipeline.options import CorpusConfig
+from beam_pipeline.select import selection_reason
+from beam_pipeline.validate import check_pair
+from beam_pipeline.write import build_record
+
+PLAN_SALT = "plan"
+PROGRESS_EVERY = 100_000
+
+_LOG = logging.getLogger(__name__)
+
+
+def discover(config: CorpusConfig) -> Iterator[Union[PairRef, Outcome]]:
+    """Every input the pipeline's ReadCorpus would find, streamed."""
+    root = config.input_root
+    if config.input_format == "manifest":
+        for row in manifest_input.iter_rows(config.input):
+            ref, outcome = row_to_pair(row, root, config.task, config.allow_outside_root)
+            yield outcome if outcome is not None else ref
+        return
+    if config.input_format == "class_folders":
+        for path, _ in io_utils.match_files(paths.join(root, "*/*")):
+            relative = paths.relative_to(root, path)
+            if relative is not None:
+                yield class_folder_ref(relative, root)
+        return
+    for pattern in config.image_globs:
+        for path, _ in io_utils.match_files(paths.join(root, pattern)):
+            relative = paths.relative_to(root, path)
+            if relative is not None:
+                mask = paths.render_template(config.mask_template, relative)
+                yield from pair_by_mask_path(mask, [relative], [mask], root)
+
+
+def _measure(packed_ref: bytes, config: CorpusConfig) -> PairSample:
+    """The pipeline's per-pair work on one pair, timed in CPU seconds."""
+    started = time.process_time()
+    ref = unpack(packed_ref)
+    ref_bytes = len(pack(ref.without_metadata()))
+    result = check_pair(ref, config)
+    if isinstance(result, Rejection):
+        return PairSample(ref.split, "rejected", result.reason, 0, 0, ref_bytes, 0,
+                          time.process_time() - started)
+    record = build_record(result, config)
+    if isinstance(record, Rejection):
+        return PairSample(ref.split, "rejected", record.reason, 0, 0, ref_bytes, 0,
+                          time.process_time() - started)
+    framed = frame_record(record)
+    return PairSample(ref.split, "valid", "", result.image_stored_bytes + result.mask_stored_bytes,
+                      len(framed), ref_bytes, len(pack(result)), time.process_time() - started,
+                      result.present_classes)
+
+
+def _select(config: CorpusConfig, split_spec: SplitSpec, sample_size: int):
+    """Exact counts of the listing and selection, and the sample (smallest stable hashes)."""
+    discovered = 0
+    by_split = {}
+    sample: List[Tuple[int, bytes]] = []       # bounded max-heap of (-hash, packed ref)
+    for item in discover(config):
+        discovered += 1
+        if discovered % PROGRESS_EVERY == 0:
+            _LOG.info("--plan: listed %d inputs", discovered)
+        if isinstance(item, Outcome) or selection_reason(item, config) is not None:
+            continue
+        split = assign_split(split_spec, item.key, item.meta(), item.meta().get("folder", ""))
+        if split is None:
+            continue
+        by_split[split] = by_split.get(split, 0) + 1
+        _push_bounded(sample, (-stable_hash(PLAN_SALT, item.key), pack(dataclasses.replace(item, split=split))),
+                      sample_size)
+    selected = sum(by_split.values())
+    if config.max_examples is not None and selected > config.max_examples:    # the cap keeps a hash sample
+        by_split = {k: round(v * config.max_examples / selected) for k, v in by_split.items()}
+    return discovered, by_split, [packed for _, packed in sample]
+
+
+def _push_bounded(heap: list, item, size: int) -> None:
+    if len(heap) < size:
+        heapq.heappush(heap, item)
+    elif item > heap[0]:
+        heapq.heapreplace(heap, item)
+
+
+def make_plan(config: CorpusConfig, split_spec: SplitSpec, sample_size: int, workers: int = 0) -> dict:
+    """The estimates of :func:`beam_pipeline.core.plan.estimate`, plus how long planning took."""
+    started = time.monotonic()
+    discovered, by_split, sample = _select(config, split_spec, sample_size)
+    workers = workers or os.cpu_count() or 1
+    with concurrent.futures.ProcessPoolExecutor(max_workers=workers) as pool:
+        samples = list(pool.map(_measure, sample, [config] * len(sample), chunksize=8))
+    # ru_maxrss of children: the largest worker process's peak, in KiB on Linux.
+    worker_rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+    plan = estimate(discovered=discovered, selected_by_split=by_split, samples=samples,
+                    target_shard_bytes=config.target_shard_bytes, balance=config.balance,
+                    balance_threshold=config.balance_threshold, num_classes=config.num_classes,
+                    sample_worker_rss_bytes=worker_rss)
+    plan["planning_seconds"] = time.monotonic() - started
+    return plan
+
+
+def render_plan(plan: dict) -> str:
+    lines = [f"Plan (dry run, nothing written): measured {plan['sample_pairs']:,} sampled pairs, "
+             f"took {plan['planning_seconds']:.1f} s",
+             f"  discovered inputs        {plan['discovered']:,} (exact)",
+             f"  selected pairs           {plan['selected']:,} (exact), {human_bytes(plan['input_bytes'])} to read",
+             f"  written (estimate)       {plan['written']:,} pairs, {human_bytes(plan['output_bytes'])} of shards"]
+    for reason, count in plan["rejected"].items():
+        lines.append(f"  rejected {reason:<15} ~{count:,}")
+    if plan["train_growth"] != 1.0:
+        lines.append(f"  train growth             ~{plan['train_growth']:.2f}x (repeat-factor copies)")
+    for split, entry in plan["splits"].items():
+        lines.append(f"  {split:<24} ~{entry['records']:,} records: {shards_line(entry)}")
+    lines += [f"  shuffle                  ~{human_bytes(plan['shuffle_bytes'])} of metadata (no pixels)",
+              f"  worker memory per core   ~{human_bytes(plan['worker_memory_per_core_bytes'])}",
+              f"  CPU per pair             {plan['cpu_seconds_per_pair'] * 1000:.1f} ms",
+              f"  compute                  ~{plan['vcpu_hours']:.2f} vCPU-hours "
+              f"(about {plan['vcpu_hours'] * 3600 / max(os.cpu_count() or 1, 1):,.0f} s on this machine's "
+              f"{os.cpu_count()} cores)"]
+    return "\n".join(lines)
