@@ -66,6 +66,12 @@ def discover(config: CorpusConfig) -> Iterator[Union[PairRef, Outcome]]:
                 yield from pair_by_mask_path(mask, [relative], [mask], root)
 
 
+def _load_worker_libraries(compute_stats: bool) -> None:
+    """Make a sample process as big as a pipeline worker: with statistics, workers run tf.Transform."""
+    if compute_stats:
+        import tensorflow_transform.beam  # noqa: F401  (imported for its memory, like a worker's)
+
+
 def _measure(packed_ref: bytes, config: CorpusConfig) -> PairSample:
     """The pipeline's per-pair work on one pair, timed in CPU seconds."""
     started = time.process_time()
@@ -120,7 +126,8 @@ def make_plan(config: CorpusConfig, split_spec: SplitSpec, sample_size: int, wor
     started = time.monotonic()
     discovered, by_split, sample = _select(config, split_spec, sample_size)
     workers = workers or os.cpu_count() or 1
-    with concurrent.futures.ProcessPoolExecutor(max_workers=workers) as pool:
+    with concurrent.futures.ProcessPoolExecutor(max_workers=workers, initializer=_load_worker_libraries,
+                                                initargs=(config.compute_stats,)) as pool:
         samples = list(pool.map(_measure, sample, [config] * len(sample), chunksize=8))
     # ru_maxrss of children: the largest worker process's peak, in KiB on Linux.
     worker_rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024

@@ -2,7 +2,7 @@
 
 import pytest
 
-from beam_pipeline.core.plan import PIPELINE_OVERHEAD, PairSample, estimate
+from beam_pipeline.core.plan import MEMORY_HEADROOM, PIPELINE_OVERHEAD, PairSample, estimate
 from conftest import NUM_CLASSES, run_cli
 
 
@@ -26,7 +26,7 @@ def test_estimate_scales_the_sample_by_hand():
     assert plan["shuffle_bytes"] == 900 * 100 + 2 * 675 * 400
     assert plan["vcpu_hours"] == pytest.approx(900 * 0.01 * PIPELINE_OVERHEAD / 3600)
     # A shard of 100 records of 400 metadata bytes each, two records read ahead.
-    assert plan["worker_memory_per_core_bytes"] == 50_000_000 + 100 * 400 + 2 * 1000
+    assert plan["worker_memory_per_core_bytes"] == round(50_000_000 * MEMORY_HEADROOM + 100 * 400 + 2 * 1000)
 
 
 def test_estimate_repeat_factor_growth_from_sample_presence():

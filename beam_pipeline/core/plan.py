@@ -21,6 +21,10 @@ PIPELINE_OVERHEAD = 1.25
 # grouping by content for deduplication and the grouping by shard (ValidPair each).
 SHUFFLES_OF_REF = 1
 SHUFFLES_OF_PAIR = 2
+# An SDK worker peaks above a process that only loads the same libraries and checks the same
+# pairs (Beam's bundle buffers, tf.Transform's record batches): bench/plan_accuracy.py measured
+# 836 MB against 697 MB at 2,000 pairs and 925 MB against 699 MB at 8,000, so 1.35.
+MEMORY_HEADROOM = 1.35
 WRITER_READ_AHEAD = 2        # write.READ_THREADS: records read ahead while a shard is written
 
 
@@ -72,7 +76,7 @@ def estimate(*, discovered: int, selected_by_split: Mapping[str, int], samples: 
     cpu_per_pair = _mean([s.cpu_seconds for s in samples])
     largest_shard = max((entry["shard_bytes"] for entry in splits.values()), default=0)
     records_per_shard = largest_shard / record_bytes if record_bytes else 0
-    memory_per_core = (sample_worker_rss_bytes
+    memory_per_core = (sample_worker_rss_bytes * MEMORY_HEADROOM
                        + records_per_shard * _mean([s.pair_bytes for s in valid])
                        + WRITER_READ_AHEAD * max((s.record_bytes for s in valid), default=0))
     return {
