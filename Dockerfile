@@ -1,0 +1,24 @@
+# Custom SDK container for Dataflow (and for portable runners with --environment_type DOCKER).
+#
+# Dataflow recommends a custom container when the workers need heavy dependencies
+# such as TensorFlow: installing them from --requirements_file on every worker at
+# start-up takes minutes and can drift. The base image's Beam version must equal
+# the apache-beam pin in requirements.txt; its entry point (/opt/apache/beam/boot)
+# is kept, as Dataflow requires.
+#
+#   docker build -t REGION-docker.pkg.dev/PROJECT/REPO/image-corpus:2.70.0 .
+#   docker push REGION-docker.pkg.dev/PROJECT/REPO/image-corpus:2.70.0
+#
+# then run with --sdk_container_image=<that tag> --sdk_location=container (README, "Dataflow").
+ARG BEAM_VERSION=2.70.0
+FROM apache/beam_python3.11_sdk:${BEAM_VERSION}
+
+WORKDIR /opt/image-corpus
+COPY requirements.txt .
+RUN pip install --no-cache-dir -r requirements.txt \
+    && python -c "import apache_beam, tensorflow_transform, PIL; print(apache_beam.__version__)"
+COPY setup.py README.md ./
+COPY beam_pipeline beam_pipeline
+COPY trainer trainer
+RUN pip install --no-cache-dir --no-deps . \
+    && python -m beam_pipeline --help > /dev/null
