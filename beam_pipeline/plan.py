@@ -146,7 +146,7 @@ def render_plan(plan: dict) -> str:
              f"  selected pairs           {plan['selected']:,} (exact), {human_bytes(plan['input_bytes'])} to read",
              f"  written (estimate)       {plan['written']:,} pairs, {human_bytes(plan['output_bytes'])} of shards"]
     for reason, count in plan["rejected"].items():
-        lines.append(f"  rejected {reason:<15} ~{count:,}")
+        lines.append(f"  {'rejected ' + reason:<24} ~{count:,}")
     if plan["train_growth"] != 1.0:
         lines.append(f"  train growth             ~{plan['train_growth']:.2f}x (repeat-factor copies)")
     for split, entry in plan["splits"].items():
