@@ -48,7 +48,8 @@ def class_weights_for(artifacts: Artifacts, choice: str):
 
 def _input_config(config: TrainConfig, per_replica_batch: int, training: bool) -> InputConfig:
     return InputConfig(batch_size=per_replica_batch, crop=config.crop, crop_sampling=config.crop_sampling,
-                       augment=training, cache_dir=None if config.cache == "none" else config.cache,
+                       augment=training, shuffle_buffer=config.shuffle_buffer,
+                       cache_dir=None if config.cache == "none" else config.cache,
                        drop_remainder=True)
 
 
