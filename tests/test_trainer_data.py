@@ -1,5 +1,6 @@
 """The trainer's input pipeline on shards made by the real pipeline."""
 
+import hashlib
 import json
 import shutil
 
@@ -9,7 +10,7 @@ import tensorflow as tf
 
 from conftest import NUM_CLASSES
 from trainer.artifacts import ArtifactError, load_artifacts, verify_shards
-from trainer.data import InputConfig, make_dataset
+from trainer.data import InputConfig, make_dataset, shard_for_pipeline
 
 IGNORE = 255
 
@@ -57,6 +58,34 @@ def test_evaluation_reads_every_example_once_in_order(artifacts):
     assert sum(len(images) for images, _ in batches) == artifacts.split("val")["num_examples"]
     again = list(make_dataset(artifacts, "val", config, training=False))
     assert all(np.array_equal(a[1], b[1]) for a, b in zip(batches, again))
+
+
+@pytest.mark.parametrize("files,pipelines,expected", [
+    (("a", "b", "c", "d", "e"), 2, [(("a", "c", "e"), 1), (("b", "d"), 1)]),   # disjoint files
+    (("a", "b"), 2, [(("a",), 1), (("b",), 1)]),
+    (("a",), 2, [(("a",), 2), (("a",), 2)]),                                    # too few files: records dealt out
+    (("a", "b"), 1, [(("a", "b"), 1)]),
+])
+def test_each_input_pipeline_gets_its_own_files_or_records(files, pipelines, expected):
+    parts = [shard_for_pipeline(files, pipelines, index) for index in range(pipelines)]
+    assert [(part.files, part.record_shards) for part in parts] == expected
+    assert [part.pipeline_id for part in parts] == list(range(pipelines))
+
+
+def test_two_pipelines_share_out_the_records_of_a_single_shard(artifacts):
+    assert len(artifacts.shard_paths("val")) == 1
+    config = InputConfig(batch_size=1, crop=(360, 480), augment=False)
+
+    def digests(shard):
+        return [hashlib.sha256(image.numpy().tobytes()).hexdigest()
+                for image, _ in make_dataset(artifacts, "val", config, training=False, shard=shard)]
+
+    everything = digests(None)
+    assert len(set(everything)) == len(everything) == artifacts.split("val")["num_examples"]
+    parts = [digests(shard_for_pipeline(artifacts.shard_paths("val"), 2, index)) for index in range(2)]
+    assert not set(parts[0]) & set(parts[1])
+    assert sorted(parts[0] + parts[1]) == sorted(everything)
+    assert parts[0] == everything[0::2]
 
 
 def test_images_smaller_than_the_crop_are_padded_with_ignore(artifacts):

@@ -20,8 +20,10 @@ def main(argv=None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     history = result["history"]
+    exported = (f"exported to {result['export']}" if result["export"] else
+                f"wrote to {result['job_dir']} (not the chief)")
     print(f"trained {len(history['loss'])} epoch(s) under {result['strategy']}; "
-          f"loss {history['loss'][0]:.4f} -> {history['loss'][-1]:.4f}; exported to {result['export']}")
+          f"loss {history['loss'][0]:.4f} -> {history['loss'][-1]:.4f}; {exported}")
     return 0
 
 

@@ -28,6 +28,7 @@ class TrainConfig:
     loss: str = "ce"
     sampling: str = "shards"
     crop_sampling: str = "class_uniform"
+    shuffle_buffer: int = 256                   # Decoded examples (whole images) held for shuffling.
     cache: str = "none"
     weights: Optional[str] = None
     verify_shards: bool = True
@@ -81,6 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
              "strata: tf.data.Dataset.sample_from_datasets over the strata with the manifest's weights.")
     add("--crop_sampling", default="class_uniform", choices=("class_uniform", "uniform"),
         help="class_uniform: centre crops on a stored point of a uniformly chosen class (segmentation default).")
+    add("--shuffle_buffer", type=int, default=256,
+        help="Decoded examples held in the shuffle buffer, per worker (default 256); memory grows with it, and "
+             "training starts once it is full.")
     add("--cache", default="none", help="none, or a folder to cache decoded examples in files (never in memory).")
     add("--weights", default=None, help="A local weights file for a keras.applications backbone; nothing is "
                                         "downloaded.")
@@ -93,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
 def parse_config(argv: Optional[List[str]] = None) -> TrainConfig:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.global_batch_size < 1 or args.grad_accum_steps < 1 or args.epochs < 1 or args.steps_per_epoch < 1:
-        parser.error("--global_batch_size, --grad_accum_steps, --epochs and --steps_per_epoch must be >= 1")
+    if min(args.global_batch_size, args.grad_accum_steps, args.epochs, args.steps_per_epoch, args.shuffle_buffer) < 1:
+        parser.error("--global_batch_size, --grad_accum_steps, --epochs, --steps_per_epoch and --shuffle_buffer "
+                     "must be >= 1")
     return TrainConfig(**vars(args))

@@ -7,7 +7,7 @@ elements after each stage is noted in comments.
 """
 
 import dataclasses
-from typing import Optional, Tuple
+from typing import Optional, Sequence, Tuple
 
 import tensorflow as tf
 import tensorflow_transform as tft
@@ -30,6 +30,30 @@ class InputConfig:
     augment: bool = True                     # Flips (image and mask), brightness/contrast (image).
     drop_remainder: bool = False             # True on TPU: static batch shapes.
     cache_dir: Optional[str] = None          # Cache decoded examples to files here (never in memory).
+
+
+@dataclasses.dataclass(frozen=True)
+class PipelineShard:
+    """The part of a split that one input pipeline reads (one per worker under MultiWorkerMirrored)."""
+    files: Tuple[str, ...]       # Read by this pipeline only, unless record_shards > 1.
+    pipeline_id: int = 0         # tf.distribute.InputContext.input_pipeline_id
+    num_pipelines: int = 1       # tf.distribute.InputContext.num_input_pipelines
+    record_shards: int = 1       # > 1 when there are fewer files than pipelines: every pipeline reads all the
+                                 # files in a fixed order and keeps every record_shards-th record from pipeline_id.
+
+
+def shard_for_pipeline(files: Sequence[str], num_pipelines: int = 1, pipeline_id: int = 0) -> PipelineShard:
+    """Pipeline i of n reads files i, i+n, i+2n...; with fewer files than pipelines, records are dealt out."""
+    files = tuple(files)
+    if not files:
+        raise ValueError("no files to read")
+    if not 0 <= pipeline_id < num_pipelines:
+        raise ValueError(f"input pipeline {pipeline_id} of {num_pipelines}")
+    if num_pipelines == 1:
+        return PipelineShard(files)
+    if len(files) >= num_pipelines:
+        return PipelineShard(files[pipeline_id::num_pipelines], pipeline_id, num_pipelines)
+    return PipelineShard(files, pipeline_id, num_pipelines, record_shards=num_pipelines)
 
 
 class Decoder:
@@ -146,22 +170,25 @@ class Parser:
 
 
 def make_dataset(artifacts: Artifacts, split: str, config: InputConfig, training: bool = True,
-                 input_context: Optional[tf.distribute.InputContext] = None, files=None) -> tf.data.Dataset:
-    """Batches of (image, mask) or (image, label) read from the split's shards."""
-    files = list(files if files is not None else artifacts.shard_paths(split))
-    dataset = tf.data.Dataset.from_tensor_slices(files)
+                 shard: Optional[PipelineShard] = None) -> tf.data.Dataset:
+    """Batches of (image, mask) or (image, label) read from the split's shards (or from ``shard`` only)."""
+    shard = shard or shard_for_pipeline(artifacts.shard_paths(split))
+    by_records = shard.record_shards > 1
+    dataset = tf.data.Dataset.from_tensor_slices(list(shard.files))
     # shard path
-    if input_context is not None and input_context.num_input_pipelines > 1:
-        dataset = dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
-    if training:
-        dataset = dataset.shuffle(len(files), reshuffle_each_iteration=True)
-    dataset = dataset.interleave(tf.data.TFRecordDataset, cycle_length=min(config.cycle_length, len(files)),
-                                 num_parallel_calls=tf.data.AUTOTUNE, deterministic=not training)
+    if training and not by_records:
+        dataset = dataset.shuffle(len(shard.files), reshuffle_each_iteration=True)
+    in_order = not training or by_records          # Dealing out records needs the same order on every pipeline.
+    dataset = dataset.interleave(tf.data.TFRecordDataset, cycle_length=min(config.cycle_length, len(shard.files)),
+                                 num_parallel_calls=tf.data.AUTOTUNE, deterministic=in_order)
     # serialized Example
+    if by_records:
+        dataset = dataset.shard(shard.record_shards, shard.pipeline_id)
     dataset = dataset.map(Decoder(artifacts), num_parallel_calls=tf.data.AUTOTUNE, deterministic=not training)
     # {"image": float32 [H, W, 3], "mask": int32 [H, W], "point_*": ...} or {"image", "label"}
     if config.cache_dir:
-        dataset = dataset.cache(config.cache_dir.rstrip("/") + f"/{split}")
+        suffix = f"-{shard.pipeline_id}-of-{shard.num_pipelines}" if shard.num_pipelines > 1 else ""
+        dataset = dataset.cache(config.cache_dir.rstrip("/") + f"/{split}{suffix}")     # One cache per worker.
     if training:
         dataset = dataset.shuffle(config.shuffle_buffer).repeat()
     dataset = dataset.map(Parser(config, artifacts.task, artifacts.ignore_label, training),

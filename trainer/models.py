@@ -21,6 +21,7 @@ class ModelConfig:
     recompute: bool = False        # Recompute encoder activations in the backward pass (saves memory).
     weights: Optional[str] = None  # keras.applications: a local weights file; nothing is downloaded.
     dropout: float = 0.0
+    sync_batch_norm: bool = False  # U-Net/CNN: batch statistics over all replicas (and workers), not per replica.
 
 
 class RecomputedBlock(keras.layers.Layer):
@@ -41,14 +42,14 @@ class RecomputedBlock(keras.layers.Layer):
         return forward(inputs)
 
 
-def _conv_block(filters: int, name: str) -> keras.Sequential:
+def _conv_block(filters: int, name: str, sync_batch_norm: bool = False) -> keras.Sequential:
     """Two 3x3 convolutions, each with batch norm and ReLU."""
     return keras.Sequential([
         keras.layers.Conv2D(filters, 3, padding="same", use_bias=False),
-        keras.layers.BatchNormalization(),
+        keras.layers.BatchNormalization(synchronized=sync_batch_norm),
         keras.layers.ReLU(),
         keras.layers.Conv2D(filters, 3, padding="same", use_bias=False),
-        keras.layers.BatchNormalization(),
+        keras.layers.BatchNormalization(synchronized=sync_batch_norm),
         keras.layers.ReLU(),
     ], name=name)
 
@@ -60,12 +61,12 @@ def build_unet(num_classes: int, config: ModelConfig) -> keras.Model:
     skips = []
     # Encoder: conv block, remember it for the skip connection, then halve the resolution.
     for level in range(config.depth):
-        block = _conv_block(config.width * 2 ** level, f"encoder_{level}")
+        block = _conv_block(config.width * 2 ** level, f"encoder_{level}", config.sync_batch_norm)
         x = RecomputedBlock(block, name=f"encoder_{level}_recomputed")(x) if config.recompute else block(x)
         skips.append(x)
         x = keras.layers.MaxPooling2D(2, name=f"down_{level}")(x)
     # Bottleneck: the coarsest, widest features.
-    x = _conv_block(config.width * 2 ** config.depth, "bottleneck")(x)
+    x = _conv_block(config.width * 2 ** config.depth, "bottleneck", config.sync_batch_norm)(x)
     if config.dropout:
         x = keras.layers.Dropout(config.dropout)(x)
     # Decoder: double the resolution, join the skip connection, conv block.
@@ -73,7 +74,7 @@ def build_unet(num_classes: int, config: ModelConfig) -> keras.Model:
         x = keras.layers.Conv2DTranspose(config.width * 2 ** level, 2, strides=2, padding="same",
                                          name=f"up_{level}")(x)
         x = keras.layers.Concatenate(name=f"skip_{level}")([x, skips[level]])
-        x = _conv_block(config.width * 2 ** level, f"decoder_{level}")(x)
+        x = _conv_block(config.width * 2 ** level, f"decoder_{level}", config.sync_batch_norm)(x)
     # Head: per-pixel class logits, in float32 whatever the precision policy.
     logits = keras.layers.Conv2D(num_classes, 1, dtype="float32", name="logits")(x)
     return keras.Model(inputs, logits, name="unet")
@@ -84,7 +85,7 @@ def build_cnn(num_classes: int, config: ModelConfig) -> keras.Model:
     inputs = keras.Input(shape=(None, None, 3), name="image")
     x = inputs
     for level in range(config.depth):
-        block = _conv_block(config.width * 2 ** level, f"block_{level}")
+        block = _conv_block(config.width * 2 ** level, f"block_{level}", config.sync_batch_norm)
         x = RecomputedBlock(block, name=f"block_{level}_recomputed")(x) if config.recompute else block(x)
         x = keras.layers.MaxPooling2D(2, name=f"down_{level}")(x)
     x = keras.layers.GlobalAveragePooling2D(name="pool")(x)

@@ -1,9 +1,10 @@
 """Training: strategy, distributed tf.data input, model, loss, callbacks, resume and export."""
 
 import dataclasses
+import json
 import logging
 import os
-from typing import Optional
+from typing import Dict, List
 
 import keras
 import numpy as np
@@ -12,13 +13,14 @@ import tensorflow_transform as tft
 
 from trainer.artifacts import Artifacts, load_artifacts, verify_shards
 from trainer.config import TrainConfig
-from trainer.data import InputConfig, make_dataset
+from trainer.data import InputConfig, PipelineShard, make_dataset, shard_for_pipeline
 from trainer.losses import IgnoringMeanIoU, masked_loss
 from trainer.models import ModelConfig, build_model
-from trainer.strategy import choose_strategy, mixed_precision_policy
+from trainer.strategy import choose_strategy, is_chief, mixed_precision_policy, worker_dir
 
 _LOG = logging.getLogger(__name__)
 EXPORT_DIR = "export"
+INPUT_SHARDS = "input_shards.json"      # What each input pipeline of this worker read, per split.
 
 
 class MaskedSegmentationLoss(keras.losses.Loss):
@@ -48,29 +50,40 @@ def class_weights_for(artifacts: Artifacts, choice: str):
 
 def _input_config(config: TrainConfig, per_replica_batch: int, training: bool) -> InputConfig:
     return InputConfig(batch_size=per_replica_batch, crop=config.crop, crop_sampling=config.crop_sampling,
-                       augment=training, cache_dir=None if config.cache == "none" else config.cache,
+                       augment=training, shuffle_buffer=config.shuffle_buffer,
+                       cache_dir=None if config.cache == "none" else config.cache,
                        drop_remainder=True)
 
 
-def _dataset_fn(artifacts: Artifacts, config: TrainConfig, split: str, training: bool):
+def _dataset_fn(artifacts: Artifacts, config: TrainConfig, split: str, training: bool, read: List[PipelineShard]):
+    """The dataset function for ``distribute_datasets_from_function``; appends what it reads to ``read``."""
     def make(context: tf.distribute.InputContext):
         batch = context.get_per_replica_batch_size(config.global_batch_size)
         input_config = _input_config(config, batch, training)
+
+        def shard(files) -> PipelineShard:
+            # Each worker reads its own files: the InputContext says which input pipeline this is.
+            part = shard_for_pipeline(files, context.num_input_pipelines, context.input_pipeline_id)
+            read.append(part)
+            return part
+
         strata = artifacts.strata(split) if training and config.sampling == "strata" else []
         if not strata:
-            return make_dataset(artifacts, split, input_config, training=training, input_context=context)
-        parts = [make_dataset(artifacts, split, dataclasses.replace(input_config, batch_size=1), True, context,
-                              files=paths).unbatch() for _, paths in strata]
+            return make_dataset(artifacts, split, input_config, training, shard(artifacts.shard_paths(split)))
+        parts = [make_dataset(artifacts, split, dataclasses.replace(input_config, batch_size=1), True,
+                              shard(paths)).unbatch() for _, paths in strata]
         mixed = tf.data.Dataset.sample_from_datasets(parts, weights=[w for w, _ in strata], seed=config.seed)
         return mixed.batch(batch, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
     return make
 
 
-def build_compiled_model(artifacts: Artifacts, config: TrainConfig, task: str) -> keras.Model:
+def build_compiled_model(artifacts: Artifacts, config: TrainConfig, task: str,
+                         sync_batch_norm: bool = False) -> keras.Model:
     name = config.model if config.model != "auto" else ("unet" if task == "segmentation" else "cnn")
     model = build_model(task, artifacts.num_classes,
                         ModelConfig(name=name, depth=config.depth, width=config.width, recompute=config.recompute,
-                                    weights=config.weights), input_shape=(*config.crop, 3))
+                                    weights=config.weights, sync_batch_norm=sync_batch_norm),
+                        input_shape=(*config.crop, 3))
     optimizer = keras.optimizers.Adam(
         config.learning_rate,
         gradient_accumulation_steps=config.grad_accum_steps if config.grad_accum_steps > 1 else None)
@@ -84,8 +97,27 @@ def build_compiled_model(artifacts: Artifacts, config: TrainConfig, task: str) -
     return model
 
 
+def _record_input_shards(read: Dict[str, List[PipelineShard]], out_dir: str) -> None:
+    """Log and write to ``out_dir/input_shards.json`` the files (and records) each input pipeline read."""
+    for split, parts in read.items():
+        for part in parts:
+            records = (f", every {part.record_shards}th record from #{part.pipeline_id}"
+                       if part.record_shards > 1 else "")
+            _LOG.info("%s: input pipeline %d of %d reads %d file(s)%s: %s", split, part.pipeline_id,
+                      part.num_pipelines, len(part.files), records, ", ".join(map(os.path.basename, part.files)))
+    with tf.io.gfile.GFile(os.path.join(out_dir, INPUT_SHARDS), "w") as handle:
+        json.dump({split: [dataclasses.asdict(part) for part in parts] for split, parts in read.items()}, handle,
+                  indent=1)
+
+
 def train(config: TrainConfig) -> dict:
-    """Train and export; returns the history and the export path."""
+    """Train and export; returns the history, the export path (None on a worker that is not the chief) and
+    the folder this process wrote to.
+
+    Under MultiWorkerMirroredStrategy every worker runs this with the same config; the chief writes to
+    ``--job_dir``, the other workers to ``job_dir/workertemp_<id>`` (their backup for resuming and
+    checkpoints; their export is deleted).
+    """
     keras.utils.set_random_seed(config.seed)
     artifacts = load_artifacts(config.data)
     task = artifacts.task if config.task == "auto" else config.task
@@ -99,26 +131,35 @@ def train(config: TrainConfig) -> dict:
     if policy:
         keras.mixed_precision.set_global_policy(policy)
     _LOG.info("mixed precision: %s", policy or "off")
+    out_dir = worker_dir(config.job_dir, strategy)
     with strategy.scope():
-        model = build_compiled_model(artifacts, config, task)
-    train_data = strategy.distribute_datasets_from_function(_dataset_fn(artifacts, config, "train", True))
+        # Several replicas: batch norm statistics over the global batch, so every worker keeps the same
+        # moving mean and variance (per-replica statistics would differ from worker to worker).
+        model = build_compiled_model(artifacts, config, task, sync_batch_norm=strategy.num_replicas_in_sync > 1)
+    read = {"train": [], "val": []}
+    train_fn = _dataset_fn(artifacts, config, "train", True, read["train"])
+    train_data = strategy.distribute_datasets_from_function(train_fn)
     val_data = None
     if "val" in artifacts.manifest["splits"]:
-        val_data = strategy.distribute_datasets_from_function(_dataset_fn(artifacts, config, "val", False))
-    if "://" not in config.job_dir:
-        os.makedirs(config.job_dir, exist_ok=True)
+        val_data = strategy.distribute_datasets_from_function(_dataset_fn(artifacts, config, "val", False, read["val"]))
+    if "://" not in out_dir:
+        os.makedirs(out_dir, exist_ok=True)
+    _record_input_shards(read, out_dir)
     callbacks = [
-        keras.callbacks.BackupAndRestore(os.path.join(config.job_dir, "backup")),
-        keras.callbacks.ModelCheckpoint(os.path.join(config.job_dir, "checkpoints", "epoch-{epoch:04d}.weights.h5"),
+        keras.callbacks.BackupAndRestore(os.path.join(out_dir, "backup")),
+        keras.callbacks.ModelCheckpoint(os.path.join(out_dir, "checkpoints", "epoch-{epoch:04d}.weights.h5"),
                                         save_weights_only=True),
-        keras.callbacks.TensorBoard(os.path.join(config.job_dir, "logs")),
-        keras.callbacks.CSVLogger(os.path.join(config.job_dir, "training.csv"), append=True),
+        keras.callbacks.TensorBoard(os.path.join(out_dir, "logs")),
+        keras.callbacks.CSVLogger(os.path.join(out_dir, "training.csv"), append=True),
     ]
     history = model.fit(train_data, epochs=config.epochs, steps_per_epoch=config.steps_per_epoch,
                         validation_data=val_data, validation_steps=config.validation_steps, callbacks=callbacks,
                         verbose=2)
-    export_path = export_serving_model(model, artifacts, os.path.join(config.job_dir, EXPORT_DIR), task)
-    return {"history": history.history, "export": export_path, "strategy": why}
+    export_path = export_serving_model(model, artifacts, os.path.join(out_dir, EXPORT_DIR), task)
+    if not is_chief(strategy):
+        tf.io.gfile.rmtree(export_path)        # Every worker takes part in saving; only the chief's export is kept.
+        export_path = None
+    return {"history": history.history, "export": export_path, "strategy": why, "job_dir": out_dir}
 
 
 class ServingModule(tf.Module):
