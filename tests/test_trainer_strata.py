@@ -35,7 +35,7 @@ def test_strata_sampling_follows_the_manifest_weights(strata_run, tmp_path):
     weights = {s["class"]: s["weight"] for s in manifest["splits"]["train"]["strata"]}
     config = TrainConfig(data=str(strata_run), job_dir=str(tmp_path), sampling="strata", crop=(480, 640),
                          crop_sampling="uniform", global_batch_size=8, seed=1)
-    make = _dataset_fn(load_artifacts(str(strata_run)), config, "train", training=True)
+    make = _dataset_fn(load_artifacts(str(strata_run)), config, "train", training=True, read=[])
     dataset = make(tf.distribute.InputContext())
     drawn = {c: 0 for c in weights}
     for _, masks in dataset.take(DRAWS // 8):
