@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Build (once) the runnable Beam Flink job server jar for the Beam version pinned in requirements.txt:
-#   build/flink/beam-flink-<flink>-job-server-<beam>.jar
-# Prints the jar's path on stdout. Does nothing but print it when the jar already exists.
+# Build (once) the Beam Flink jars for the Beam version pinned in requirements.txt, in build/flink/:
+#   beam-flink-<flink>-job-server-<beam>.jar   runnable job server: --flink_job_server_jar=JAR
+#   beam-flink-<flink>-runner-lib-<beam>.jar   the same Beam classes without Flink's, for a cluster's lib/
+# Prints the job server jar's path on stdout. Does nothing but print it when both jars exist.
 # Needs java and mvn; the first build downloads about 250 MB from Maven Central into ~/.m2.
 # Environment: FLINK_VERSION (default 1.19, the Flink line of the Beam runner), OUT_DIR (default build/flink).
 set -euo pipefail
@@ -15,9 +16,9 @@ if [ -z "$beam" ]; then
   exit 1
 fi
 name="beam-flink-$flink-job-server-$beam"
-jar="$out/$name.jar"
-if [ -s "$jar" ]; then
-  echo "$jar"
+lib="beam-flink-$flink-runner-lib-$beam"
+if [ -s "$out/$name.jar" ] && [ -s "$out/$lib.jar" ]; then
+  echo "$out/$name.jar"
   exit 0
 fi
 for tool in java mvn; do
@@ -25,10 +26,12 @@ for tool in java mvn; do
 done
 mkdir -p "$out"
 work="$out/maven"
-# Build under a temporary name, then rename: an interrupted build never leaves a jar that looks complete.
-mvn -q -B -f "$here/pom.xml" package \
-  -Dbeam.version="$beam" -Dflink.version="$flink" \
-  -Dstyle.color=never -Dwork.dir="$work" -Djar.dir="$work" -Djar.name="$name.partial" >&2
-mv "$work/$name.partial.jar" "$jar"
 rm -rf "$work"
-echo "$jar"
+# Build under temporary names, then rename: an interrupted build never leaves a jar that looks complete.
+mvn -q -B -Dstyle.color=never -f "$here/pom.xml" package \
+  -Dbeam.version="$beam" -Dflink.version="$flink" -Dwork.dir="$work" -Djar.dir="$work" \
+  -Djar.name="$name.partial" -Dlib.jar.name="$lib.partial" >&2
+mv "$work/$lib.partial.jar" "$out/$lib.jar"
+mv "$work/$name.partial.jar" "$out/$name.jar"
+rm -rf "$work"
+echo "$out/$name.jar"
