@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 SAMPLE := build/sample
 OUT := build/out
 
-.PHONY: install run test bench clean
+.PHONY: install run test bench clean flink-jar
 
 $(VENV)/.installed: requirements.txt setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -27,6 +27,10 @@ run: install
 
 test: install
 	$(PY) -m pytest -q
+
+# The Beam Flink job server jar (and the runner-lib jar for a cluster's lib/) in build/flink/; see README, Flink.
+flink-jar:
+	bash tools/flink/fetch_job_server.sh
 
 bench: install
 	$(PY) bench/pipeline_throughput.py

@@ -1,5 +1,6 @@
 """``python -m beam_pipeline``: parse options, run, print the summary."""
 
+import atexit
 import logging
 import os
 import sys
@@ -58,7 +59,12 @@ def exit_now(code: int) -> None:
     With Arrow's thread pools (and gRPC's) still alive at interpreter exit, a
     destructor can abort the process ("terminate called without an active
     exception") after all the work is done; every output is closed by now.
+
+    Python's exit handlers (atexit) still run first: they stop what the runner started for this
+    run, such as the Flink job server JVM, which Beam's FlinkRunner stops only at exit (skipping
+    them left one job server process behind after every Flink run).
     """
+    atexit._run_exitfuncs()  # noqa: SLF001 - the handlers os._exit would skip; errors are printed, not raised
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()

@@ -174,8 +174,7 @@ def _direct_runner_defaults(argv: List[str], options: PipelineOptions) -> None:
     instead of 3.8 ms, because the Python parts of validation and writing no
     longer share one GIL. Large corpora are what this pipeline is for.
     """
-    runner = options.view_as(StandardOptions).runner
-    if runner not in (None, "DirectRunner", "direct"):
+    if not _is_direct(options):
         return
     direct = options.view_as(DirectOptions)
     if not any(arg.startswith("--direct_num_workers") for arg in argv):
@@ -184,13 +183,32 @@ def _direct_runner_defaults(argv: List[str], options: PipelineOptions) -> None:
         direct.direct_running_mode = "multi_processing"
 
 
+def _is_direct(options: PipelineOptions) -> bool:
+    return options.view_as(StandardOptions).runner in (None, "DirectRunner", "direct")
+
+
+def _absolute_local_paths(config: CorpusConfig, options: PipelineOptions) -> CorpusConfig:
+    """On another runner, relative local --input/--output become absolute.
+
+    The workers of another runner need not share the launcher's working directory (a Flink
+    TaskManager's SDK workers run where their worker pool was started), and a relative path there
+    would name other files. URLs (gs://, s3://) and absolute paths are left as they are.
+    """
+    if _is_direct(options):
+        return config
+
+    def absolute(path: str) -> str:
+        return path if paths.is_absolute(path) else os.path.abspath(path)
+    return dataclasses.replace(config, input=absolute(config.input), output=absolute(config.output))
+
+
 def _runner(options: PipelineOptions):
     """The DirectRunner's batch engine, used directly for the default runner.
 
     Beam's DirectRunner first tries to download and start the Prism runner, which
     fails without internet access; FnApiRunner is what it then falls back to.
     """
-    if options.view_as(StandardOptions).runner in (None, "DirectRunner", "direct"):
+    if _is_direct(options):
         from apache_beam.runners.portability.fn_api_runner import FnApiRunner
         return FnApiRunner()
     return None
@@ -245,6 +263,7 @@ def run(argv: Optional[List[str]] = None) -> dict:
     options = PipelineOptions(argv)
     config = to_config(options)
     check_worker_paths(options, config)
+    config = _absolute_local_paths(config, options)
     config, split_spec = resolve_inputs(config)
     corpus_options = options.view_as(CorpusOptions)
     if corpus_options.plan:
