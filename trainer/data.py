@@ -113,13 +113,17 @@ class Parser:
 
     def _segmentation(self, example):
         crop_h, crop_w = self._config.crop
-        image, mask = _pad_to(example["image"], example["mask"], crop_h, crop_w, self._ignore)
-        height, width = tf.shape(image)[0], tf.shape(image)[1]
+        height, width = tf.shape(example["mask"])[0], tf.shape(example["mask"])[1]
         mode = self._config.crop_sampling if self._training else "center"   # Evaluation is deterministic.
-        top, left = crop_origin(example["point_classes"], example["point_yx"], height, width,
-                                self._config.crop, mode, self._config.jitter if self._training else 0.0)
-        image = tf.slice(image, [top, left, 0], [crop_h, crop_w, 3])
-        mask = tf.slice(mask, [top, left], [crop_h, crop_w])
+        # The crop's origin in the image padded (bottom and right) to at least the crop size; the window is cut
+        # from the unpadded image and only the cut is padded, so that no whole-image copy is made.
+        top, left = crop_origin(example["point_classes"], example["point_yx"], tf.maximum(height, crop_h),
+                                tf.maximum(width, crop_w), self._config.crop, mode,
+                                self._config.jitter if self._training else 0.0)
+        cut_h, cut_w = tf.minimum(crop_h, height - top), tf.minimum(crop_w, width - left)
+        image = tf.slice(example["image"], [top, left, 0], [cut_h, cut_w, 3])
+        mask = tf.slice(example["mask"], [top, left], [cut_h, cut_w])
+        image, mask = _pad_to(image, mask, crop_h, crop_w, self._ignore)
         if self._training and self._config.augment:
             image, mask = self._augment(image, mask)
         image = tf.ensure_shape(image, [crop_h, crop_w, 3])
