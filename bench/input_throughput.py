@@ -17,9 +17,12 @@ What is measured
     (c) ``trainer``    the dataset the trainer trains on, built by
         ``trainer.train._dataset_fn`` for one input pipeline from a
         ``TrainConfig`` (so ``trainer.data.make_dataset`` with the trainer's own
-        defaults): the pipeline's shards, interleaved, decoded through the
-        tf.Transform output, class-uniform crops, augmentation, a bounded
-        shuffle, batch and prefetch; nothing cached.
+        defaults): the pipeline's shards, interleaved, a bounded shuffle of
+        the records, decoding, class-uniform crops normalised as the
+        tf.Transform output does, augmentation, batch and prefetch; nothing
+        cached. The report says whether the trainer decoded directly (the
+        values checked against the tf.Transform graph on one record) or
+        through the graph.
 
     Every pipeline does the same work per example: decode the image (to RGB)
     and the mask, take a ``--crop`` patch (padded when the image is smaller),
@@ -27,10 +30,10 @@ What is measured
     train split's per-channel mean and standard deviation (from stats.json;
     the trainer's tf.Transform graph uses the same figures), jitter brightness
     and contrast as the trainer does, and give float32 [B, H, W, 3] images and
-    int32 [B, H, W] masks in batches of ``--batch_size``. The baselines
-    normalise after cropping (the cheaper order, as a decently written loader
-    would); the trainer normalises inside the tf.Transform graph, i.e. the
-    whole image. The baselines read the distinct valid train pairs of the
+    int32 [B, H, W] masks in batches of ``--batch_size``. All three normalise
+    after cropping (the trainer only when it decodes directly; through the
+    tf.Transform graph it normalises the whole image). The baselines read the
+    distinct valid train pairs of the
     corpus (manifest rows of split ``train`` that the pipeline did not reject),
     the trainer the train shards (the same images, plus the repeat copies of
     class balancing). The raw baselines read the files as they are: the two
@@ -49,8 +52,10 @@ Why ratios
     The machine is shared and noisy, so absolute examples/s vary from run to
     run; ratios of figures taken side by side in one run cancel most of that.
     Each run also reports its CPU time per example (a cost that depends less
-    on the neighbours' load than the rate does) and the cores that other
-    processes used meanwhile (from /proc/stat). Under load, a pipeline with
+    on the neighbours' load than the rate does; the report gives its ratios
+    too) and the cores that other processes used meanwhile (from
+    /proc/stat). On a quiet machine the rate ratio is about the CPU-cost ratio
+    times the ratio of cores used: the generator uses one core, tf.data all. Under load, a pipeline with
     more runnable threads gets a larger share of the CPU than the generator's
     single thread, which favours (b) and (c) over (a); the report warns above
     ``NOISY_CORES``.
@@ -91,6 +96,7 @@ import csv
 import dataclasses
 import hashlib
 import json
+import logging
 import os
 import shutil
 import statistics
@@ -377,15 +383,31 @@ def _raw_tfdata_dataset(spec: dict):
     return dataset.batch(spec["batch_size"], drop_remainder=True).prefetch(tf.data.AUTOTUNE)
 
 
+class _Warnings(logging.Handler):
+    """Collects the messages of warnings logged while the trainer builds its dataset."""
+
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
 def _trainer_dataset(spec: dict):
-    """(c): the dataset the trainer builds for training, for one input pipeline."""
+    """(c): the dataset the trainer builds for training, for one input pipeline; and how it decodes."""
     import tensorflow as tf
     from trainer.artifacts import load_artifacts
     from trainer.config import TrainConfig
     from trainer.train import _dataset_fn
     config = TrainConfig(data=spec["shards"], job_dir="unused", global_batch_size=spec["batch_size"],
                          crop=tuple(spec["crop"]), cache="none")
-    return _dataset_fn(load_artifacts(spec["shards"]), config, "train", True)(tf.distribute.InputContext())
+    warnings = _Warnings()
+    logging.getLogger("trainer.data").addHandler(warnings)
+    dataset = _dataset_fn(load_artifacts(spec["shards"]), config, "train", True)(tf.distribute.InputContext())
+    logging.getLogger("trainer.data").removeHandler(warnings)
+    graph = [message for message in warnings.messages if "through" in message and "graph" in message]
+    return dataset, ("through the tf.Transform graph: " + graph[0]) if graph else "direct"
 
 
 def run_child(spec: dict) -> dict:
@@ -395,15 +417,18 @@ def run_child(spec: dict) -> dict:
     import tensorflow as tf
     tf.random.set_seed(0)
     kind = spec["kind"]
+    decoding = None
     if kind == "generator":
         iterator = _generator_iterator(spec)
     elif kind == "raw_tfdata":
         iterator = iter(_raw_tfdata_dataset(spec))
     else:  # "trainer" or "epoch"
-        iterator = iter(_trainer_dataset(spec))
+        dataset, decoding = _trainer_dataset(spec)
+        iterator = iter(dataset)
     rss_built = _rss_mb()
     result = _time_batches(iterator, spec["warmup_batches"], spec["batches"], spec["batch_size"])
-    return result | {"kind": kind, "rss_interpreter_mb": rss_start, "rss_built_mb": rss_built}
+    return result | {"kind": kind, "rss_interpreter_mb": rss_start, "rss_built_mb": rss_built,
+                     "decoding": decoding}
 
 
 # --------------------------------------------------------------------------
@@ -423,6 +448,7 @@ class Run:
     warmup_seconds: float
     image_shape: list
     mask_shape: list
+    decoding: Optional[str]  # the trainer's: "direct" or why it decoded through the tf.Transform graph
 
     @property
     def examples_per_s(self) -> float:
@@ -456,7 +482,7 @@ def spawn(spec: dict, log_path: Path, scale: int, repeat: int) -> Run:
                seconds=result["seconds"], cpu_seconds=result["cpu_seconds"], other_cores=result["other_cores"],
                peak_rss_mb=usage.ru_maxrss * 1024 / MB, rss_built_mb=result["rss_built_mb"],
                warmup_seconds=result["warmup_seconds"], image_shape=result["image_shape"],
-               mask_shape=result["mask_shape"])
+               mask_shape=result["mask_shape"], decoding=result["decoding"])
 
 
 def train_records(dataset: Dataset) -> int:
@@ -514,6 +540,7 @@ def median_by_kind(runs: Sequence[Run]) -> dict[str, dict]:
             "other_cores": statistics.median(run.other_cores for run in mine),
             "peak_rss_mb": statistics.median(run.peak_rss_mb for run in mine),
             "image_shape": mine[-1].image_shape, "mask_shape": mine[-1].mask_shape,
+            "decoding": sorted({str(run.decoding) for run in mine}),
         }
     return table
 
@@ -529,7 +556,11 @@ def summarise(timed: Sequence[Run], epochs: Sequence[Run]) -> dict:
     trainer = table["trainer"]["examples_per_s"]
     ratios = {"trainer_vs_generator": trainer / table["generator"]["examples_per_s"],
               "trainer_vs_raw_tfdata": trainer / table["raw_tfdata"]["examples_per_s"],
-              "raw_tfdata_vs_generator": table["raw_tfdata"]["examples_per_s"] / table["generator"]["examples_per_s"]}
+              "raw_tfdata_vs_generator": table["raw_tfdata"]["examples_per_s"] / table["generator"]["examples_per_s"],
+              "cpu_generator_vs_trainer": table["generator"]["cpu_ms_per_example"]
+              / table["trainer"]["cpu_ms_per_example"],
+              "cpu_raw_tfdata_vs_trainer": table["raw_tfdata"]["cpu_ms_per_example"]
+              / table["trainer"]["cpu_ms_per_example"]}
     rss_ratio = epochs[-1].peak_rss_mb / epochs[0].peak_rss_mb if len(epochs) == 2 else None
     targets = [
         {"name": "trainer / generator examples/s", "value": ratios["trainer_vs_generator"], "op": ">=",
@@ -566,6 +597,9 @@ def render(summary: dict, args: argparse.Namespace, base: Dataset, pairs: int, r
     lines += [f"ratios: trainer / generator {ratios['trainer_vs_generator']:.2f}, "
               f"trainer / raw tf.data {ratios['trainer_vs_raw_tfdata']:.2f} "
               f"(raw tf.data / generator {ratios['raw_tfdata_vs_generator']:.2f})",
+              f"CPU per example: generator / trainer {ratios['cpu_generator_vs_trainer']:.2f}, "
+              f"raw tf.data / trainer {ratios['cpu_raw_tfdata_vs_trainer']:.2f} (above 1: the trainer costs less)",
+              f"trainer decoding: {', '.join(table['trainer']['decoding'])}",
               "   CPU ms/ex: CPU time of the child process per example (all its threads); cores: CPU s / wall s; "
               "other load: cores used meanwhile by other processes"]
     noisy = max(row["other_cores"] for row in table.values())
@@ -616,8 +650,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--crop", type=_crop, default="256,256", help="patch height,width, for all three")
     parser.add_argument("--warmup_batches", type=_positive, default=10,
                         help="batches pulled before timing starts (thread pools, autotuning, shuffle buffers)")
-    parser.add_argument("--batches", type=_positive, default=40, help="batches timed per run")
-    parser.add_argument("--repeats", type=_positive, default=1,
+    parser.add_argument("--batches", type=_positive, default=60, help="batches timed per run")
+    parser.add_argument("--repeats", type=_positive, default=3,
                         help="timed runs of each pipeline, interleaved (order reversed every other repeat); "
                              "the medians are reported")
     parser.add_argument("--rss_scale", type=_positive, default=4,
