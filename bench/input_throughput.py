@@ -383,11 +383,11 @@ def _raw_tfdata_dataset(spec: dict):
     return dataset.batch(spec["batch_size"], drop_remainder=True).prefetch(tf.data.AUTOTUNE)
 
 
-class _Warnings(logging.Handler):
-    """Collects the messages of warnings logged while the trainer builds its dataset."""
+class _Messages(logging.Handler):
+    """Collects the messages logged while the trainer builds its dataset."""
 
     def __init__(self):
-        super().__init__(logging.WARNING)
+        super().__init__(logging.INFO)
         self.messages: list[str] = []
 
     def emit(self, record: logging.LogRecord) -> None:
@@ -402,12 +402,15 @@ def _trainer_dataset(spec: dict):
     from trainer.train import _dataset_fn
     config = TrainConfig(data=spec["shards"], job_dir="unused", global_batch_size=spec["batch_size"],
                          crop=tuple(spec["crop"]), cache="none")
-    warnings = _Warnings()
-    logging.getLogger("trainer.data").addHandler(warnings)
+    messages, logger = _Messages(), logging.getLogger("trainer.data")
+    logger.addHandler(messages)
+    logger.setLevel(logging.INFO)
     dataset = _dataset_fn(load_artifacts(spec["shards"]), config, "train", True)(tf.distribute.InputContext())
-    logging.getLogger("trainer.data").removeHandler(warnings)
-    graph = [message for message in warnings.messages if "through" in message and "graph" in message]
-    return dataset, ("through the tf.Transform graph: " + graph[0]) if graph else "direct"
+    logger.removeHandler(messages)
+    said = [message for message in messages.messages if "decoding" in message]
+    if not said:   # a trainer without direct decoding says nothing, and decodes through the graph
+        return dataset, "nothing logged (a trainer without direct decoding decodes through the tf.Transform graph)"
+    return dataset, said[0]
 
 
 def run_child(spec: dict) -> dict:
@@ -448,7 +451,7 @@ class Run:
     warmup_seconds: float
     image_shape: list
     mask_shape: list
-    decoding: Optional[str]  # the trainer's: "direct" or why it decoded through the tf.Transform graph
+    decoding: Optional[str]  # what the trainer logged about decoding: directly, or through the graph and why
 
     @property
     def examples_per_s(self) -> float:
