@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 SAMPLE := build/sample
 OUT := build/out
 
-.PHONY: install run test bench clean flink-jar
+.PHONY: install run test bench bench-input clean flink-jar
 
 $(VENV)/.installed: requirements.txt setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -34,6 +34,9 @@ flink-jar:
 
 bench: install
 	$(PY) bench/pipeline_throughput.py
+
+bench-input: install
+	$(PY) bench/input_throughput.py
 
 clean:
 	rm -rf build

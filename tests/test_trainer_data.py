@@ -10,7 +10,8 @@ import tensorflow as tf
 
 from conftest import NUM_CLASSES
 from trainer.artifacts import ArtifactError, load_artifacts, verify_shards
-from trainer.data import InputConfig, make_dataset, shard_for_pipeline
+import trainer.data
+from trainer.data import Decoder, InputConfig, make_dataset, shard_for_pipeline
 
 IGNORE = 255
 
@@ -86,6 +87,39 @@ def test_two_pipelines_share_out_the_records_of_a_single_shard(artifacts):
     assert not set(parts[0]) & set(parts[1])
     assert sorted(parts[0] + parts[1]) == sorted(everything)
     assert parts[0] == everything[0::2]
+
+
+def _evaluation_batches(artifacts, crop):
+    config = InputConfig(batch_size=4, crop=crop, augment=False)
+    return [(images.numpy(), masks.numpy()) for images, masks in make_dataset(artifacts, "val", config, training=False)]
+
+
+@pytest.mark.parametrize("crop", [(256, 320), (700, 700)])
+def test_decoding_directly_gives_the_tf_transform_graphs_values(artifacts, monkeypatch, crop):
+    first = next(iter(tf.data.TFRecordDataset(artifacts.shard_paths("val")).take(1)))
+    assert Decoder(artifacts, probe=first).direct
+    direct = _evaluation_batches(artifacts, crop)
+    monkeypatch.setattr(trainer.data, "_first_record", lambda files: None)   # no probe: through the graph
+    through_graph = _evaluation_batches(artifacts, crop)
+    assert len(direct) == len(through_graph)
+    for (images, masks), (graph_images, graph_masks) in zip(direct, through_graph):
+        np.testing.assert_allclose(images, graph_images, rtol=0, atol=1e-5)
+        np.testing.assert_array_equal(masks, graph_masks)
+
+
+def test_a_graph_that_normalises_otherwise_is_used_as_it_is(artifacts, monkeypatch, caplog):
+    def shifted(transformed):
+        mean, std = graph_normalisation(transformed)
+        return mean + 1.0, std
+
+    graph_normalisation = trainer.data.graph_normalisation
+    first = next(iter(tf.data.TFRecordDataset(artifacts.shard_paths("val")).take(1)))
+    monkeypatch.setattr(trainer.data, "graph_normalisation", shifted)
+    decoder = Decoder(artifacts, probe=first)
+    assert not decoder.direct
+    assert "decoding through the graph" in caplog.text
+    image = decoder(first)["image"]
+    assert image.dtype == tf.float32 and decoder.normalise(image) is image
 
 
 def test_images_smaller_than_the_crop_are_padded_with_ignore(artifacts):
