@@ -13,6 +13,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # future requirements at import time; that says nothing about this run.
 warnings.filterwarnings("ignore", category=FutureWarning, module=r"google\..*")
 
+from beam_pipeline.memory import limit_malloc_growth  # noqa: E402
 from beam_pipeline.options import CorpusOptionsError, help_parser  # noqa: E402
 
 
@@ -33,6 +34,7 @@ def main(argv=None) -> int:
     if any(arg in ("-h", "--help") for arg in argv):
         help_parser().print_help()
         return 0
+    limit_malloc_growth()
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
     logging.getLogger("beam_pipeline").setLevel(logging.INFO)
     for name in _RUNNER_LOGGERS:
