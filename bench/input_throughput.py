@@ -405,7 +405,8 @@ def _trainer_dataset(spec: dict):
     messages, logger = _Messages(), logging.getLogger("trainer.data")
     logger.addHandler(messages)
     logger.setLevel(logging.INFO)
-    dataset = _dataset_fn(load_artifacts(spec["shards"]), config, "train", True)(tf.distribute.InputContext())
+    make = _dataset_fn(load_artifacts(spec["shards"]), config, "train", True, read=[])
+    dataset = make(tf.distribute.InputContext())
     logger.removeHandler(messages)
     said = [message for message in messages.messages if "decoding" in message]
     if not said:   # a trainer without direct decoding says nothing, and decodes through the graph
