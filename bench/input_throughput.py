@@ -106,13 +106,13 @@ import time
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-ROOT = Path(__file__).resolve().parents[1]
-GENERATOR_SOURCE = ROOT / "beam_pipeline" / "sample_corpus.py"  # its hash keys the cached corpora
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+# The corpus cache, logging and noise measurement are the throughput benchmark's, so both share build/bench.
+from pipeline_throughput import (MB, NOISY_CORES, NUM_CLASSES, ROOT, _generate, _positive,  # noqa: E402
+                                 corpus_dir, generator_version, log, machine_busy_seconds, other_cores,
+                                 remove_stale_corpora, warm_page_cache)
+
 PIPELINE_SOURCES = ROOT / "beam_pipeline"                        # their hash keys the cached shards
-NUM_CLASSES = 8
-GENERATOR_CLASS_IMAGES = 8   # the classification part of the sample corpus is not used; keep it tiny
-NOISY_CORES = 0.25           # other processes' CPU use during a timed run above which the report warns
-MB = 1024 * 1024
 RESULT_PREFIX = "RESULT "
 
 TARGET_VS_GENERATOR = 3.0    # trainer examples/s / generator examples/s
@@ -127,17 +127,9 @@ KIND_TITLES = {
 }
 
 
-def log(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
 # --------------------------------------------------------------------------
 # Cached corpora and shards
 # --------------------------------------------------------------------------
-def generator_version() -> str:
-    return hashlib.sha256(GENERATOR_SOURCE.read_bytes()).hexdigest()[:8]
-
-
 def pipeline_version() -> str:
     """First 8 hex digits of a SHA-256 over the pipeline's sources (path and content, in path order)."""
     digest = hashlib.sha256()
@@ -154,20 +146,13 @@ class Dataset:
     shards: Path     # the pipeline's --output folder
 
 
-def corpus_dir(workdir: Path, pairs: int, scale: int, generator: str) -> Path:
-    return workdir / f"corpus_{pairs}pairs_x{scale}_g{generator}"
-
-
 def shards_dir(workdir: Path, pairs: int, scale: int, generator: str, pipeline: str, shard_bytes: int) -> Path:
     return workdir / f"shards_{pairs}pairs_x{scale}_g{generator}_p{pipeline}_t{shard_bytes}"
 
 
 def remove_stale(workdir: Path, generator: str, pipeline: str) -> None:
     """Delete cached corpora and shards of other generator or pipeline versions."""
-    for path in sorted(workdir.glob("corpus_*pairs_x*")):
-        if path.is_dir() and not path.name.endswith(f"_g{generator}"):
-            log(f"deleting stale corpus {path}")
-            shutil.rmtree(path)
+    remove_stale_corpora(workdir, generator)
     for path in sorted(workdir.glob("shards_*pairs_x*")):
         if path.is_dir() and f"_g{generator}_p{pipeline}_" not in path.name:
             log(f"deleting stale shards {path}")
@@ -195,10 +180,7 @@ def ensure_dataset(workdir: Path, pairs: int, scale: int, shard_bytes: int, gene
     corpus = corpus_dir(workdir, pairs, scale, generator)
     manifest = corpus / "segmentation" / "manifest.csv"
     if not manifest.exists():
-        _run_into(corpus, lambda out: [sys.executable, "-m", "beam_pipeline.sample_corpus", str(out),
-                                       "--num_pairs", str(pairs), "--scale", str(scale),
-                                       "--num_class_images", str(GENERATOR_CLASS_IMAGES), "--overwrite"],
-                  f"generating corpus {pairs} pairs x{scale}", workdir / "logs" / f"corpus_x{scale}.log")
+        _generate(workdir, pairs, scale, generator)
     shards = shards_dir(workdir, pairs, scale, generator, pipeline, shard_bytes)
     if not (shards / "manifest.json").exists():   # the pipeline writes manifest.json last
         _run_into(shards, lambda out: [sys.executable, "-m", "beam_pipeline", "--input", str(manifest),
@@ -206,13 +188,6 @@ def ensure_dataset(workdir: Path, pairs: int, scale: int, shard_bytes: int, gene
                                        "--num_classes", str(NUM_CLASSES), "--target_shard_bytes", str(shard_bytes)],
                   f"running the pipeline on the x{scale} corpus", workdir / "logs" / f"pipeline_x{scale}.log")
     return Dataset(scale, manifest, shards)
-
-
-def warm_page_cache(folder: Path) -> None:
-    """Read every file once so that no side pays for a cold disk (not timed)."""
-    for path in folder.rglob("*"):
-        if path.is_file():
-            path.read_bytes()
 
 
 def raw_train_pairs(dataset: Dataset) -> list[tuple[str, str]]:
@@ -236,13 +211,6 @@ def raw_train_pairs(dataset: Dataset) -> list[tuple[str, str]]:
 # --------------------------------------------------------------------------
 # Child processes: one pipeline each (TensorFlow is imported only here)
 # --------------------------------------------------------------------------
-def _machine_busy_seconds() -> float:
-    """CPU seconds all processes have used since boot, from the first line of /proc/stat."""
-    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]
-    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(value) for value in fields)
-    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
-
-
 def _rss_mb() -> float:
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -267,12 +235,12 @@ def _time_batches(iterator, warmup: int, batches: int, batch_size: int) -> dict:
         pull()
     warmup_seconds = time.perf_counter() - started
     rss_before = _rss_mb()
-    busy_before, cpu_before, started = _machine_busy_seconds(), time.process_time(), time.perf_counter()
+    busy_before, cpu_before, started = machine_busy_seconds(), time.process_time(), time.perf_counter()
     for _ in range(batches):
         shapes = pull()
     seconds = time.perf_counter() - started
     cpu = time.process_time() - cpu_before
-    other = max(0.0, (_machine_busy_seconds() - busy_before - cpu) / seconds)
+    other = other_cores(busy_before, cpu, seconds)
     examples = batches * batch_size
     return {"examples": examples, "seconds": seconds, "cpu_seconds": cpu, "other_cores": other,
             "warmup_seconds": warmup_seconds, "rss_after_warmup_mb": rss_before,
@@ -626,13 +594,6 @@ def render(summary: dict, args: argparse.Namespace, base: Dataset, pairs: int, r
 # --------------------------------------------------------------------------
 # Command line
 # --------------------------------------------------------------------------
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
 def _crop(text: str) -> tuple[int, int]:
     parts = text.split(",")
     if len(parts) != 2 or not all(part.strip().isdigit() and int(part) > 0 for part in parts):

@@ -218,9 +218,9 @@ def ensure_corpora(workdir: Path, pairs: int, scales: Sequence[int],
     return corpora, time.perf_counter() - started
 
 
-def warm_page_cache(corpus: Corpus) -> None:
-    """Read every file once so that neither side pays for a cold disk (not timed)."""
-    for path in corpus.manifest.parent.rglob("*"):
+def warm_page_cache(folder: Path) -> None:
+    """Read every file below ``folder`` once so that no side pays for a cold disk (not timed)."""
+    for path in folder.rglob("*"):
         if path.is_file():
             path.read_bytes()
 
@@ -345,6 +345,19 @@ def _read_stat(pid: str) -> Optional[tuple[int, float, int]]:
     return int(fields[1]), sum(float(fields[i]) for i in (11, 12, 13, 14)), int(fields[21])
 
 
+def process_tree(root_pid: int) -> dict[str, tuple[int, float, int]]:
+    """``_read_stat`` of ``root_pid`` and of every process descending from it, by pid."""
+    stats = {pid: stat for pid in os.listdir("/proc") if pid.isdigit()
+             for stat in [_read_stat(pid)] if stat is not None}
+    tree = {str(root_pid)}
+    grew = True
+    while grew:
+        children = {pid for pid, (ppid, _, _) in stats.items() if str(ppid) in tree} - tree
+        tree |= children
+        grew = bool(children)
+    return {pid: stats[pid] for pid in tree if pid in stats}
+
+
 class TreeSampler(threading.Thread):
     """Samples CPU time and summed RSS of a process and all its descendants from /proc."""
 
@@ -367,15 +380,7 @@ class TreeSampler(threading.Thread):
         self.join()
 
     def _sample(self) -> None:
-        stats = {pid: stat for pid in os.listdir("/proc") if pid.isdigit()
-                 for stat in [_read_stat(pid)] if stat is not None}
-        tree = {str(self._pid)}
-        grew = True
-        while grew:
-            children = {pid for pid, (ppid, _, _) in stats.items() if str(ppid) in tree} - tree
-            tree |= children
-            grew = bool(children)
-        members = [stats[pid] for pid in tree if pid in stats]
+        members = list(process_tree(self._pid).values())
         if not members:
             return
         self.max_descendants = max(self.max_descendants, len(members) - 1)
@@ -878,7 +883,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     corpora, generate_seconds = ensure_corpora(workdir, args.pairs, sorted(set(args.sizes) | set(rss_sizes)),
                                                version)
     for corpus in corpora.values():
-        warm_page_cache(corpus)
+        warm_page_cache(corpus.manifest.parent)
     plan = plan_runs(args.sizes, args.configs, args.rss_config, rss_sizes, args.repeats)
     loops, pipes = run_plan(plan, corpora, workdir)
     summary = summarise(corpora, args.sizes, args.configs, args.rss_config, rss_sizes, loops, pipes)

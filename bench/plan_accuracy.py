@@ -30,8 +30,7 @@ from typing import Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from beam_pipeline.core.plan import PIPELINE_OVERHEAD  # noqa: E402
-from pipeline_throughput import (NUM_CLASSES, ROOT, _read_stat, ensure_corpora,  # noqa: E402
-                                 generator_version)
+from pipeline_throughput import NUM_CLASSES, ROOT, ensure_corpora, generator_version, process_tree  # noqa: E402
 
 SAMPLE_SECONDS = 0.2
 _SHUFFLE_LINE = re.compile(r"^shuffle: ([\d.]+) MB")
@@ -49,16 +48,9 @@ class WorkerPeak(threading.Thread):
 
     def run(self) -> None:
         while not self._done.is_set():
-            stats = {pid: stat for pid in os.listdir("/proc") if pid.isdigit()
-                     for stat in [_read_stat(pid)] if stat is not None}
-            tree, grew = {str(self._pid)}, True
-            while grew:
-                children = {pid for pid, (ppid, _, _) in stats.items() if str(ppid) in tree} - tree
-                tree |= children
-                grew = bool(children)
-            for pid in tree - {str(self._pid)}:
-                if pid in stats:
-                    self.peak_bytes = max(self.peak_bytes, stats[pid][2] * self._page)
+            for pid, (_, _, pages) in process_tree(self._pid).items():
+                if pid != str(self._pid):
+                    self.peak_bytes = max(self.peak_bytes, pages * self._page)
             self._done.wait(SAMPLE_SECONDS)
 
     def stop(self) -> None:
