@@ -9,12 +9,16 @@ import glob
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
-CORPUS = "/work/main/build/bench/corpus_2000pairs_{}_*/segmentation/manifest.csv"
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The corpora bench/pipeline_throughput.py caches (2,000 pairs at x1, x4, ...).
+CORPUS = os.path.join(ROOT, "build", "bench", "corpus_2000pairs_{}_*", "segmentation", "manifest.csv")
 
 
 def _children():
@@ -70,7 +74,6 @@ def measure(cmd, env):
     peak_tree = peak_main = 0
     peak_by = {}
     ticks = {}
-    import threading
     out = []
     reader = threading.Thread(target=lambda: out.append(proc.stdout.read()))
     reader.start()
@@ -116,7 +119,7 @@ def main():
     runner_args = {"fnapi": [], "fnapi_threads": ["--direct_running_mode", "multi_threading"],
                    "prism": ["--runner=PrismRunner", f"--prism_location={args.prism}"]
                    + shlex.split(args.prism_args)}
-    env = dict(os.environ, PYTHONPATH=os.getcwd())
+    env = dict(os.environ, PYTHONPATH=ROOT)
     results = []
     for repeat in range(args.repeats):
         for size in args.sizes.split(","):
@@ -135,7 +138,7 @@ def main():
                 print(json.dumps(row), flush=True)
                 results.append(row)
                 if not args.keep:
-                    subprocess.run(["rm", "-rf", out])
+                    shutil.rmtree(out, ignore_errors=True)
     return results
 
 
