@@ -24,7 +24,7 @@ from beam_pipeline.core.records import pack, unpack
 from beam_pipeline.core.selection import SplitSpec, parse_split
 from beam_pipeline.options import CorpusConfig, CorpusOptions, CorpusOptionsError, to_config
 from beam_pipeline.publish import MANIFEST_NAME, PublishOutputs
-from beam_pipeline.read import ReadCorpus
+from beam_pipeline.read import CLASS_FOLDER_GLOB, ReadCorpus, relative_matches
 from beam_pipeline.select import SelectSubset
 from beam_pipeline.validate import DeduplicatePairs, ValidatePairs
 from beam_pipeline.write import BalanceGrowthError, WriteShards, staging_dir
@@ -133,8 +133,8 @@ def _folder_split_spec(config: CorpusConfig) -> Tuple[CorpusConfig, SplitSpec]:
         if spec.mode == "folder":
             raise CorpusOptionsError("--split folder is not available for class folders (the folder is the class)")
         if not config.class_names:
-            names = sorted({posixpath.dirname(paths.relative_to(root, path) or "")
-                            for path, _ in io_utils.match_files(paths.join(root, "*/*"))} - {""})
+            names = sorted({posixpath.dirname(relative)
+                            for relative in relative_matches(root, CLASS_FOLDER_GLOB)} - {""})
             if len(names) != config.num_classes:
                 raise CorpusOptionsError(
                     f"found {len(names)} class folders in {root} but --num_classes is {config.num_classes}; "

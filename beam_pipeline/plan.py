@@ -24,16 +24,16 @@ import resource
 import time
 from typing import Iterator, List, Tuple, Union
 
-from beam_pipeline import io_utils, manifest_input
 from beam_pipeline.core import paths
 from beam_pipeline.core.checks import Rejection
 from beam_pipeline.core.example import frame_record
 from beam_pipeline.core.hashing import stable_hash
-from beam_pipeline.core.pairing import class_folder_ref, pair_by_mask_path, row_to_pair
+from beam_pipeline.core.pairing import class_folder_ref, pair_by_mask_path
 from beam_pipeline.core.plan import PairSample, estimate, human_bytes, shards_line
 from beam_pipeline.core.records import Outcome, PairRef, pack, unpack
 from beam_pipeline.core.selection import SplitSpec, assign_split
 from beam_pipeline.options import CorpusConfig
+from beam_pipeline.read import CLASS_FOLDER_GLOB, manifest_items, relative_matches
 from beam_pipeline.select import selection_reason
 from beam_pipeline.validate import check_pair
 from beam_pipeline.write import build_record
@@ -48,22 +48,16 @@ def discover(config: CorpusConfig) -> Iterator[Union[PairRef, Outcome]]:
     """Every input the pipeline's ReadCorpus would find, streamed."""
     root = config.input_root
     if config.input_format == "manifest":
-        for row in manifest_input.iter_rows(config.input):
-            ref, outcome = row_to_pair(row, root, config.task, config.allow_outside_root)
-            yield outcome if outcome is not None else ref
+        yield from manifest_items(config.input, config)
         return
     if config.input_format == "class_folders":
-        for path, _ in io_utils.match_files(paths.join(root, "*/*")):
-            relative = paths.relative_to(root, path)
-            if relative is not None:
-                yield class_folder_ref(relative, root)
+        for relative in relative_matches(root, CLASS_FOLDER_GLOB):
+            yield class_folder_ref(relative, root)
         return
     for pattern in config.image_globs:
-        for path, _ in io_utils.match_files(paths.join(root, pattern)):
-            relative = paths.relative_to(root, path)
-            if relative is not None:
-                mask = paths.render_template(config.mask_template, relative)
-                yield from pair_by_mask_path(mask, [relative], [mask], root)
+        for relative in relative_matches(root, pattern):
+            mask = paths.render_template(config.mask_template, relative)
+            yield from pair_by_mask_path(mask, [relative], [mask], root)
 
 
 def _load_worker_libraries(compute_stats: bool) -> None:

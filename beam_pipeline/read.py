@@ -6,16 +6,35 @@ orphan images and orphan masks. Only paths and metadata travel; no file
 content is read here.
 """
 
+from typing import Iterator, Union
+
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
 from beam_pipeline import io_utils, manifest_input
 from beam_pipeline.core import paths
 from beam_pipeline.core.pairing import class_folder_ref, pair_by_mask_path, row_to_pair
-from beam_pipeline.core.records import Outcome
+from beam_pipeline.core.records import Outcome, PairRef
 from beam_pipeline.options import CorpusConfig
 
 REJECTED = "rejected"
+CLASS_FOLDER_GLOB = "*/*"      # one folder per class, relative to the input folder
+
+
+def manifest_items(manifest_path: str, config: CorpusConfig) -> Iterator[Union[PairRef, Outcome]]:
+    """A PairRef per manifest row, or a rejected Outcome for a bad row, streamed."""
+    root = paths.dirname(manifest_path)
+    for row in manifest_input.iter_rows(manifest_path):
+        ref, outcome = row_to_pair(row, root, config.task, config.allow_outside_root)
+        yield ref if outcome is None else outcome
+
+
+def relative_matches(root: str, pattern: str) -> Iterator[str]:
+    """The path relative to ``root`` of every file matching ``pattern`` (itself relative to ``root``)."""
+    for path, _ in io_utils.match_files(paths.join(root, pattern)):
+        relative = paths.relative_to(root, path)
+        if relative is not None:
+            yield relative
 
 
 class ReadManifestRowsFn(beam.DoFn):
@@ -26,14 +45,12 @@ class ReadManifestRowsFn(beam.DoFn):
         self._rows = Metrics.counter("ReadCorpus", "manifest_rows")
 
     def process(self, manifest_path: str):
-        root = paths.dirname(manifest_path)
-        for row in manifest_input.iter_rows(manifest_path):
+        for item in manifest_items(manifest_path, self._config):
             self._rows.inc()
-            ref, outcome = row_to_pair(row, root, self._config.task, self._config.allow_outside_root)
-            if outcome is not None:
-                yield beam.pvalue.TaggedOutput(REJECTED, outcome)
+            if isinstance(item, Outcome):
+                yield beam.pvalue.TaggedOutput(REJECTED, item)
             else:
-                yield ref
+                yield item
 
 
 class MatchRelativeFn(beam.DoFn):
@@ -43,10 +60,7 @@ class MatchRelativeFn(beam.DoFn):
         self._root = root
 
     def process(self, pattern: str):
-        for path, _ in io_utils.match_files(paths.join(self._root, pattern)):
-            relative = paths.relative_to(self._root, path)
-            if relative is not None:
-                yield relative
+        yield from relative_matches(self._root, pattern)
 
 
 def _keyed_by_mask_path(image_rel: str, template: str):
@@ -92,7 +106,7 @@ class ReadCorpus(beam.PTransform):
         root = config.input_root
         if config.input_format == "class_folders":
             pairs = (pbegin
-                     | "ListClassGlob" >> beam.Create(["*/*"])
+                     | "ListClassGlob" >> beam.Create([CLASS_FOLDER_GLOB])
                      | "MatchImages" >> beam.ParDo(MatchRelativeFn(root))
                      # "<class>/<file>"
                      | "LabelByFolder" >> beam.Map(class_folder_ref, root=root))
