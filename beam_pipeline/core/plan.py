@@ -62,6 +62,7 @@ def estimate(*, discovered: int, selected_by_split: Mapping[str, int], samples: 
         if s.status != "valid":
             reject_reasons[s.reason] = reject_reasons.get(s.reason, 0) + 1
     record_bytes = _mean([s.record_bytes for s in valid])
+    pair_bytes = _mean([s.pair_bytes for s in valid])
     growth = _train_growth([s for s in valid if s.split == "train"], balance, balance_threshold, num_classes)
     splits = {}
     for split, count in sorted(selected_by_split.items()):
@@ -72,12 +73,12 @@ def estimate(*, discovered: int, selected_by_split: Mapping[str, int], samples: 
                          "shard_bytes": round(total / shards) if shards else 0}
     written = selected * valid_share
     shuffle = (selected * _mean([s.ref_bytes for s in samples]) * SHUFFLES_OF_REF
-               + written * _mean([s.pair_bytes for s in valid]) * SHUFFLES_OF_PAIR)
+               + written * pair_bytes * SHUFFLES_OF_PAIR)
     cpu_per_pair = _mean([s.cpu_seconds for s in samples])
     largest_shard = max((entry["shard_bytes"] for entry in splits.values()), default=0)
     records_per_shard = largest_shard / record_bytes if record_bytes else 0
     memory_per_core = (sample_worker_rss_bytes * MEMORY_HEADROOM
-                       + records_per_shard * _mean([s.pair_bytes for s in valid])
+                       + records_per_shard * pair_bytes
                        + WRITER_READ_AHEAD * max((s.record_bytes for s in valid), default=0))
     return {
         "sample_pairs": len(samples),
