@@ -19,7 +19,7 @@ $(VENV)/.installed: requirements.txt setup.py
 install: $(VENV)/.installed
 
 run: install
-	$(PY) -m beam_pipeline.sample_corpus $(SAMPLE)
+	$(PY) -m tools.sample_corpus $(SAMPLE)
 	$(PY) -m beam_pipeline --input $(SAMPLE)/segmentation/manifest.csv --output $(OUT)/segmentation \
 		--task segmentation --num_classes 8 --ignore_label 255 --overwrite
 	$(PY) -m beam_pipeline --input $(SAMPLE)/classification/images --output $(OUT)/classification \

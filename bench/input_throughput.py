@@ -75,7 +75,7 @@ Targets (issue 4)
     peak RSS at ``--rss_scale``x / 1x <= 1.2.
 
 Data
-    Corpora come from ``beam_pipeline.sample_corpus`` (``--pairs`` valid pairs
+    Corpora come from ``tools.sample_corpus`` (``--pairs`` valid pairs
     per scale unit, 480x360 to 640x480, about 60 % JPEG and 40 % PNG images)
     and are turned into shards by the real pipeline (``python -m beam_pipeline
     --input .../manifest.csv --output ... --task segmentation --num_classes 8
@@ -83,7 +83,7 @@ Data
     and repeat-factor balancing). Both are cached under ``--workdir``: corpora
     in ``corpus_<pairs>pairs_x<scale>_g<generator>`` (the same folders as
     ``bench/pipeline_throughput.py``; ``<generator>`` is the first 8 hex
-    digits of the SHA-256 of ``beam_pipeline/sample_corpus.py``), shards in
+    digits of the SHA-256 of ``tools/sample_corpus.py``), shards in
     ``shards_<pairs>pairs_x<scale>_g<generator>_p<pipeline>_t<target bytes>``
     (``<pipeline>`` hashes the sources of ``beam_pipeline/``). Cached folders
     of other versions are deleted. Building them is not timed.

@@ -35,7 +35,7 @@ What is measured
     accepts pairs (the repeat copies); the report shows ``counts.records_written``
     from each run's manifest.json next to the pairs.
 
-    Both sides run on the same seeded corpus (``beam_pipeline.sample_corpus``),
+    Both sides run on the same seeded corpus (``tools.sample_corpus``),
     at several corpus sizes (``--sizes``, multiples of ``--pairs``),
     interleaved (loop 1x, base 1x, full 1x, loop 3x, base 3x, full 3x, ...;
     the order within a size is reversed on every other repeat) so that slow
@@ -85,7 +85,7 @@ Noise
 
 Corpora are generated once under ``--workdir`` (one folder per pairs, scale
 and version of the generator: the folder name ends with the first 8 hex digits
-of the SHA-256 of ``beam_pipeline/sample_corpus.py``) and reused; folders left
+of the SHA-256 of ``tools/sample_corpus.py``) and reused; folders left
 by another version of the generator are deleted. Generating corpora, warming
 the page cache and deleting outputs are not timed.
 """
@@ -119,7 +119,7 @@ import numpy as np
 from PIL import Image
 
 ROOT = Path(__file__).resolve().parents[1]
-GENERATOR_SOURCE = ROOT / "beam_pipeline" / "sample_corpus.py"  # its hash is part of the corpus cache key
+GENERATOR_SOURCE = ROOT / "tools" / "sample_corpus.py"  # its hash is part of the corpus cache key
 NUM_CLASSES = 8
 IGNORE_LABEL = 255
 MAX_PIXELS = 64_000_000  # the pipeline's default --max_pixels, so the decompression bomb is refused alike
@@ -182,7 +182,7 @@ def remove_stale_corpora(workdir: Path, version: str) -> None:
 
 
 def _generate_command(out: Path, pairs: int, scale: int) -> list[str]:
-    return [sys.executable, "-m", "beam_pipeline.sample_corpus", str(out), "--num_pairs", str(pairs),
+    return [sys.executable, "-m", "tools.sample_corpus", str(out), "--num_pairs", str(pairs),
             "--scale", str(scale), "--num_class_images", str(GENERATOR_CLASS_IMAGES), "--overwrite"]
 
 

@@ -14,7 +14,7 @@ NUM_CLASSES = 8
 
 @pytest.fixture(scope="session")
 def corpus_dir(tmp_path_factory):
-    from beam_pipeline.sample_corpus import write_corpus
+    from tools.sample_corpus import write_corpus
     out = tmp_path_factory.mktemp("corpus")
     write_corpus(str(out), seed=0)
     return out

@@ -1,4 +1,4 @@
-"""Tests for beam_pipeline.sample_corpus.
+"""Tests for tools.sample_corpus (the sample corpus generator).
 
 Every expectation is checked by reading the written files back with numpy and
 Pillow (or raw bytes); nothing here reuses the generator's own helpers.
@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 from PIL import Image, UnidentifiedImageError
 
-from beam_pipeline import sample_corpus
-from beam_pipeline.sample_corpus import main, write_corpus
+from tools import sample_corpus
+from tools.sample_corpus import main, write_corpus
 
 NUM_PAIRS = 120
 NUM_CLASS_IMAGES = 80

@@ -1,6 +1,6 @@
 """Deterministic synthetic image corpus for the Beam -> TFRecord pipeline.
 
-Run ``python -m beam_pipeline.sample_corpus OUT [--seed 0] [--num_pairs 240]
+Run ``python -m tools.sample_corpus OUT [--seed 0] [--num_pairs 240]
 [--num_class_images 400] [--scale 1] [--overwrite]`` or call
 :func:`write_corpus`.  Every random choice comes from
 ``numpy.random.default_rng`` seeded with ``seed`` (one stream per item, keyed
@@ -141,7 +141,7 @@ SEGMENTATION_MANIFEST_COLUMNS: tuple[str, ...] = ("image", "mask", "source", "ca
 SEGMENTATION_DIR: str = "segmentation"
 CLASSIFICATION_DIR: str = "classification"
 OUTSIDE_DIR: str = "outside"
-MANIFEST_NAME: str = "manifest.csv"
+LISTING_NAME: str = "manifest.csv"
 README_NAME: str = "README.txt"
 
 # Valid-but-unusual pairs: stem -> kind.
@@ -730,7 +730,7 @@ def encode_image(image: Image.Image, fmt: str, quality: int = JPEG_QUALITY) -> b
     return buffer.getvalue()
 
 
-def encode_png(pixels: np.ndarray, level: int, up_filter: bool) -> bytes:
+def encode_filtered_png(pixels: np.ndarray, level: int, up_filter: bool) -> bytes:
     """Fast 8-bit PNG of an (H, W), (H, W, 3) or (H, W, 4) uint8 array.
 
     With ``up_filter`` every row but the first uses the PNG 'Up' filter (good
@@ -754,7 +754,7 @@ def encode_png(pixels: np.ndarray, level: int, up_filter: bool) -> bytes:
 
 
 def encode_png_photo(pixels: np.ndarray) -> bytes:
-    return encode_png(pixels, PNG_IMAGE_COMPRESS_LEVEL, up_filter=True)
+    return encode_filtered_png(pixels, PNG_IMAGE_COMPRESS_LEVEL, up_filter=True)
 
 
 def encode_mask_png(image: Image.Image) -> bytes:
@@ -777,7 +777,7 @@ def encode_mask16(label: np.ndarray) -> bytes:
 
 def encode_gray_mask(label: np.ndarray) -> bytes:
     """8-bit greyscale ('L') PNG label mask."""
-    return encode_png(label, PNG_MASK_COMPRESS_LEVEL, up_filter=False)
+    return encode_filtered_png(label, PNG_MASK_COMPRESS_LEVEL, up_filter=False)
 
 
 def bomb_png_bytes(size: int = BOMB_SIZE, rows_per_block: int = 500) -> bytes:
@@ -1018,7 +1018,7 @@ def _write_csv(path: Path, header: Sequence[str], rows: Sequence[Sequence[str]])
 
 def _segmentation_readme(duplicate_stem: str, dup_source_stem: str) -> str:
     lines = [
-        "Synthetic segmentation corpus written by beam_pipeline.sample_corpus.",
+        "Synthetic segmentation corpus written by tools.sample_corpus.",
         f"Classes (id: name): {', '.join(f'{i}: {n}' for i, n in enumerate(CLASS_NAMES))}; ignore label {IGNORE_LABEL}.",
         "Valid-but-unusual pairs: " + ", ".join(f"{stem} ({kind})" for stem, kind in UNUSUAL_PAIRS) + ".",
         "",
@@ -1055,7 +1055,7 @@ def write_segmentation(out_dir: Path, seed: int, num_valid: int) -> dict[str, An
 
     broken = _write_broken_inputs(seg_dir, out_dir, seed)
     rows = [r.row() for r in records] + [dup_copy.row(), duplicate.row()] + [r.row() for r in broken]
-    _write_csv(seg_dir / MANIFEST_NAME, SEGMENTATION_MANIFEST_COLUMNS, rows)
+    _write_csv(seg_dir / LISTING_NAME, SEGMENTATION_MANIFEST_COLUMNS, rows)
     (seg_dir / README_NAME).write_text(_segmentation_readme(duplicate.stem, dup_source.stem), encoding="utf-8")
     return {
         "dir": str(seg_dir),
@@ -1253,7 +1253,7 @@ def _food_image(rng: np.random.Generator, class_name: str) -> tuple[np.ndarray, 
 
 def _classification_readme() -> str:
     lines = [
-        "Synthetic Food-101-like classification corpus written by beam_pipeline.sample_corpus.",
+        "Synthetic Food-101-like classification corpus written by tools.sample_corpus.",
         f"Classes: {', '.join(CLASSIFICATION_CLASSES)} (imbalanced, largest ~{CLASSIFICATION_IMBALANCE:g}x smallest).",
         f"Valid greyscale image: {CLASSIFICATION_GRAY_IMAGE}.",
         "",
@@ -1285,7 +1285,7 @@ def write_classification(out_dir: Path, seed: int, num_images: int) -> dict[str,
         _write(cls_dir / rel, _classification_extra_bytes(rgb, kind, quality))
         rows.append([rel, class_name, source])
 
-    _write_csv(cls_dir / MANIFEST_NAME, CLASSIFICATION_MANIFEST_COLUMNS, rows)
+    _write_csv(cls_dir / LISTING_NAME, CLASSIFICATION_MANIFEST_COLUMNS, rows)
     (cls_dir / README_NAME).write_text(_classification_readme(), encoding="utf-8")
     return {
         "dir": str(cls_dir),
@@ -1390,7 +1390,7 @@ def _positive_int(text: str) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m beam_pipeline.sample_corpus",
+        prog="python -m tools.sample_corpus",
         description=(
             "Deterministically write a synthetic image corpus: OUT/segmentation (images, masks, manifest.csv, "
             "with deliberately broken inputs) and OUT/classification (Food-101-like class folders, manifest.csv). "
