@@ -15,7 +15,7 @@ What is measured
         -> augmentation, ``map(num_parallel_calls=AUTOTUNE, deterministic=False)``
         -> batch -> prefetch(AUTOTUNE).
     (c) ``trainer``    the dataset the trainer trains on, built by
-        ``trainer.train._dataset_fn`` for one input pipeline from a
+        ``trainer.train.split_dataset`` for one input pipeline from a
         ``TrainConfig`` (so ``trainer.data.make_dataset`` with the trainer's own
         defaults): the pipeline's shards, interleaved, a bounded shuffle of
         the records, decoding, class-uniform crops normalised as the
@@ -106,11 +106,9 @@ import time
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-# The corpus cache, logging and noise measurement are the throughput benchmark's, so both share build/bench.
-from pipeline_throughput import (MB, NOISY_CORES, NUM_CLASSES, ROOT, _generate, _positive,  # noqa: E402
-                                 corpus_dir, generator_version, log, machine_busy_seconds, other_cores,
-                                 remove_stale_corpora, warm_page_cache)
+# The corpus cache, logging and noise measurement are shared with the other benchmarks (build/bench).
+from common import (MB, NOISY_CORES, NUM_CLASSES, ROOT, corpus_dir, generate_corpus, generator_version, log,
+                    machine_busy_seconds, other_cores, positive, remove_stale_corpora, warm_page_cache)
 
 PIPELINE_SOURCES = ROOT / "beam_pipeline"                        # their hash keys the cached shards
 RESULT_PREFIX = "RESULT "
@@ -180,7 +178,7 @@ def ensure_dataset(workdir: Path, pairs: int, scale: int, shard_bytes: int, gene
     corpus = corpus_dir(workdir, pairs, scale, generator)
     manifest = corpus / "segmentation" / "manifest.csv"
     if not manifest.exists():
-        _generate(workdir, pairs, scale, generator)
+        generate_corpus(workdir, pairs, scale, generator)
     shards = shards_dir(workdir, pairs, scale, generator, pipeline, shard_bytes)
     if not (shards / "manifest.json").exists():   # the pipeline writes manifest.json last
         _run_into(shards, lambda out: [sys.executable, "-m", "beam_pipeline", "--input", str(manifest),
@@ -367,14 +365,13 @@ def _trainer_dataset(spec: dict):
     import tensorflow as tf
     from trainer.artifacts import load_artifacts
     from trainer.config import TrainConfig
-    from trainer.train import _dataset_fn
+    from trainer.train import split_dataset
     config = TrainConfig(data=spec["shards"], job_dir="unused", global_batch_size=spec["batch_size"],
                          crop=tuple(spec["crop"]), cache="none")
     messages, logger = _Messages(), logging.getLogger("trainer.data")
     logger.addHandler(messages)
     logger.setLevel(logging.INFO)
-    make = _dataset_fn(load_artifacts(spec["shards"]), config, "train", True, read=[])
-    dataset = make(tf.distribute.InputContext())
+    dataset, _ = split_dataset(load_artifacts(spec["shards"]), config, "train", True, tf.distribute.InputContext())
     logger.removeHandler(messages)
     said = [message for message in messages.messages if "decoding" in message]
     if not said:   # a trainer without direct decoding says nothing, and decodes through the graph
@@ -384,7 +381,6 @@ def _trainer_dataset(spec: dict):
 
 def run_child(spec: dict) -> dict:
     """Build one pipeline and time it (``spec["kind"]``), or iterate one epoch (``"epoch"``)."""
-    sys.path.insert(0, str(ROOT))
     rss_start = _rss_mb()
     import tensorflow as tf
     tf.random.set_seed(0)
@@ -438,8 +434,7 @@ class Run:
 def spawn(spec: dict, log_path: Path, scale: int, repeat: int) -> Run:
     """Run one child process and reap it with os.wait4 (its own peak RSS)."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=os.pathsep.join(
-        [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     command = [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(spec)]
     with log_path.open("w") as log_file:
         proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=log_file, env=env, text=True)
@@ -609,21 +604,21 @@ def build_parser() -> argparse.ArgumentParser:
                     "and the trainer pipeline's peak RSS over one epoch at 1x and more data (see the module "
                     "docstring).",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("--pairs", type=_positive, default=500,
+    parser.add_argument("--pairs", type=positive, default=500,
                         help="valid segmentation pairs in the 1x corpus (80 %% train; images 480x360 to 640x480)")
-    parser.add_argument("--batch_size", type=_positive, default=16, help="examples per batch, for all three")
+    parser.add_argument("--batch_size", type=positive, default=16, help="examples per batch, for all three")
     parser.add_argument("--crop", type=_crop, default="256,256", help="patch height,width, for all three")
-    parser.add_argument("--warmup_batches", type=_positive, default=10,
+    parser.add_argument("--warmup_batches", type=positive, default=10,
                         help="batches pulled before timing starts (thread pools, autotuning, shuffle buffers)")
-    parser.add_argument("--batches", type=_positive, default=60, help="batches timed per run")
-    parser.add_argument("--repeats", type=_positive, default=3,
+    parser.add_argument("--batches", type=positive, default=60, help="batches timed per run")
+    parser.add_argument("--repeats", type=positive, default=3,
                         help="timed runs of each pipeline, interleaved (order reversed every other repeat); "
                              "the medians are reported")
-    parser.add_argument("--rss_scale", type=_positive, default=4,
+    parser.add_argument("--rss_scale", type=positive, default=4,
                         help="the larger data for the memory comparison, as a multiple of --pairs (its own "
                              "corpus and pipeline run)")
     parser.add_argument("--skip_rss", action="store_true", help="skip the full-epoch memory runs")
-    parser.add_argument("--target_shard_bytes", type=_positive, default=16 * MB,
+    parser.add_argument("--target_shard_bytes", type=positive, default=16 * MB,
                         help="the pipeline's --target_shard_bytes: smaller than its 128 MiB default so that the "
                              "1x train split has several shards for the trainer's interleave, as a real corpus has")
     parser.add_argument("--workdir", type=Path, default=ROOT / "build" / "bench",

@@ -93,17 +93,14 @@ the page cache and deleting outputs are not timed.
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import csv
 import dataclasses
-import hashlib
 import io
 import json
 import multiprocessing
 import operator
 import os
 import re
-import resource
 import shutil
 import statistics
 import struct
@@ -118,18 +115,16 @@ from typing import Callable, Iterable, Optional, Sequence
 import numpy as np
 from PIL import Image
 
-ROOT = Path(__file__).resolve().parents[1]
-GENERATOR_SOURCE = ROOT / "tools" / "sample_corpus.py"  # its hash is part of the corpus cache key
-NUM_CLASSES = 8
+import common
+from common import (MB, NOISY_CORES, NUM_CLASSES, ROOT, Corpus, ensure_corpora, generator_version, log,
+                    machine_busy_seconds, other_cores, positive, process_tree, warm_page_cache)
+
 IGNORE_LABEL = 255
 MAX_PIXELS = 64_000_000  # the pipeline's default --max_pixels, so the decompression bomb is refused alike
 LOOP_PROCESSES = 2
 LOOP_CHUNKSIZE = 8
-GENERATOR_CLASS_IMAGES = 8  # the classification part of the sample corpus is not used; keep it tiny
 SAMPLE_SECONDS = 0.25
-NOISY_CORES = 0.25  # other processes' CPU use during a run above which the report warns
 TIMELINE_BINS = 10
-MB = 1024 * 1024
 
 TARGET_WHOLE_RATIO = 0.5   # pipeline pairs/s / loop pairs/s at the smallest size, start-up included
 TARGET_MARGINAL_RATIO = 0.7
@@ -157,74 +152,6 @@ _READING_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) INFO .*: 
 # --------------------------------------------------------------------------
 # Corpora
 # --------------------------------------------------------------------------
-@dataclasses.dataclass(frozen=True)
-class Corpus:
-    scale: int
-    manifest: Path
-    rows: int  # manifest rows = pairs attempted by both sides (valid and broken)
-
-
-def generator_version() -> str:
-    """First 8 hex digits of the SHA-256 of the corpus generator's source: a stale cache has another."""
-    return hashlib.sha256(GENERATOR_SOURCE.read_bytes()).hexdigest()[:8]
-
-
-def corpus_dir(workdir: Path, pairs: int, scale: int, version: str) -> Path:
-    return workdir / f"corpus_{pairs}pairs_x{scale}_g{version}"
-
-
-def remove_stale_corpora(workdir: Path, version: str) -> None:
-    """Delete cached corpora written by another version of the generator (including unversioned ones)."""
-    for path in sorted(workdir.glob("corpus_*pairs_x*")):
-        if path.is_dir() and not path.name.endswith(f"_g{version}"):
-            log(f"deleting stale corpus {path}")
-            shutil.rmtree(path)
-
-
-def _generate_command(out: Path, pairs: int, scale: int) -> list[str]:
-    return [sys.executable, "-m", "tools.sample_corpus", str(out), "--num_pairs", str(pairs),
-            "--scale", str(scale), "--num_class_images", str(GENERATOR_CLASS_IMAGES), "--overwrite"]
-
-
-def _generate(workdir: Path, pairs: int, scale: int, version: str) -> None:
-    """Write one corpus into a temporary folder, renamed into place only when complete."""
-    final = corpus_dir(workdir, pairs, scale, version)
-    tmp = final.with_name(final.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.parent.mkdir(parents=True, exist_ok=True)
-    log(f"generating corpus {pairs} pairs x{scale} -> {final}")
-    command = _generate_command(tmp, pairs, scale)
-    completed = subprocess.run(command, cwd=ROOT, stdout=subprocess.DEVNULL, check=False)
-    if completed.returncode != 0:
-        raise RuntimeError(f"corpus generation failed (exit {completed.returncode}): {' '.join(command)}")
-    shutil.rmtree(final, ignore_errors=True)
-    tmp.rename(final)
-
-
-def ensure_corpora(workdir: Path, pairs: int, scales: Sequence[int],
-                   version: str) -> tuple[dict[int, Corpus], float]:
-    """Generate the missing corpora, one per core at a time; returns them by scale and the seconds spent."""
-    started = time.perf_counter()
-    remove_stale_corpora(workdir, version)
-    missing = [s for s in sorted(scales, reverse=True)
-               if not (corpus_dir(workdir, pairs, s, version) / "segmentation" / "manifest.csv").exists()]
-    with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as executor:
-        for future in [executor.submit(_generate, workdir, pairs, scale, version) for scale in missing]:
-            future.result()
-    corpora = {}
-    for scale in scales:
-        manifest = corpus_dir(workdir, pairs, scale, version) / "segmentation" / "manifest.csv"
-        corpora[scale] = Corpus(scale, manifest, len(read_manifest(manifest)))
-    return corpora, time.perf_counter() - started
-
-
-def warm_page_cache(folder: Path) -> None:
-    """Read every file below ``folder`` once so that no side pays for a cold disk (not timed)."""
-    for path in folder.rglob("*"):
-        if path.is_file():
-            path.read_bytes()
-
-
 # --------------------------------------------------------------------------
 # The plain loop
 # --------------------------------------------------------------------------
@@ -286,30 +213,9 @@ class LoopRun:
         return self.cpu_seconds / self.seconds
 
 
-def machine_busy_seconds() -> float:
-    """CPU seconds all processes have used since boot, from the first line of /proc/stat."""
-    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]
-    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(value) for value in fields)
-    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
-
-
-def other_cores(busy_before: float, own_cpu_seconds: float, seconds: float) -> float:
-    """Cores used by processes other than the measured ones during ``seconds``."""
-    return max(0.0, (machine_busy_seconds() - busy_before - own_cpu_seconds) / seconds)
-
-
-def _cpu_seconds() -> float:
-    """CPU time of this process plus its reaped children so far."""
-    total = 0.0
-    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
-        usage = resource.getrusage(who)
-        total += usage.ru_utime + usage.ru_stime
-    return total
-
-
 def run_loop(corpus: Corpus) -> LoopRun:
     """The minimal work over every manifest row in a Pool(2); timed from reading the manifest to join."""
-    cpu_before, busy_before = _cpu_seconds(), machine_busy_seconds()
+    cpu_before, busy_before = common.cpu_seconds(), machine_busy_seconds()
     started = time.perf_counter()
     rows = read_manifest(corpus.manifest)
     root = os.path.normpath(corpus.manifest.parent)
@@ -324,40 +230,13 @@ def run_loop(corpus: Corpus) -> LoopRun:
         pool.close()
         pool.join()  # worker shutdown is part of the loop's time
     seconds = time.perf_counter() - started
-    cpu = _cpu_seconds() - cpu_before
+    cpu = common.cpu_seconds() - cpu_before
     return LoopRun(corpus.scale, seconds, cpu, valid, len(rows) - valid, other_cores(busy_before, cpu, seconds))
 
 
 # --------------------------------------------------------------------------
 # The pipeline, as a subprocess
 # --------------------------------------------------------------------------
-def _read_stat(pid: str) -> Optional[tuple[int, float, int]]:
-    """(parent pid, CPU ticks, RSS pages) of a process from /proc, or None when it is gone.
-
-    The CPU ticks include those of reaped children (cutime, cstime), so the tree's
-    CPU time does not drop when a worker process exits.
-    """
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = text[text.rindex(")") + 2:].split()
-    return int(fields[1]), sum(float(fields[i]) for i in (11, 12, 13, 14)), int(fields[21])
-
-
-def process_tree(root_pid: int) -> dict[str, tuple[int, float, int]]:
-    """``_read_stat`` of ``root_pid`` and of every process descending from it, by pid."""
-    stats = {pid: stat for pid in os.listdir("/proc") if pid.isdigit()
-             for stat in [_read_stat(pid)] if stat is not None}
-    tree = {str(root_pid)}
-    grew = True
-    while grew:
-        children = {pid for pid, (ppid, _, _) in stats.items() if str(ppid) in tree} - tree
-        tree |= children
-        grew = bool(children)
-    return {pid: stats[pid] for pid in tree if pid in stats}
-
-
 class TreeSampler(threading.Thread):
     """Samples CPU time and summed RSS of a process and all its descendants from /proc."""
 
@@ -459,7 +338,7 @@ def run_pipeline(corpus: Corpus, config: str, output: Path, log_path: Path) -> P
     shutil.rmtree(output, ignore_errors=True)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     command = pipeline_command(corpus, output, config)
-    bench_cpu_before, busy_before = _cpu_seconds(), machine_busy_seconds()
+    bench_cpu_before, busy_before = common.cpu_seconds(), machine_busy_seconds()
     with log_path.open("w") as log_file:
         started, spawned_at = time.perf_counter(), time.time()
         proc = subprocess.Popen(command, cwd=ROOT, stdout=log_file, stderr=subprocess.STDOUT)
@@ -470,8 +349,8 @@ def run_pipeline(corpus: Corpus, config: str, output: Path, log_path: Path) -> P
         reaped_at = time.time()
         sampler.stop()
     cpu_seconds = usage.ru_utime + usage.ru_stime
-    # _cpu_seconds() now includes the reaped pipeline, so its delta is the pipeline plus the sampler.
-    other = other_cores(busy_before, _cpu_seconds() - bench_cpu_before, seconds)
+    # common.cpu_seconds() now includes the reaped pipeline, so its delta is the pipeline plus the sampler.
+    other = other_cores(busy_before, common.cpu_seconds() - bench_cpu_before, seconds)
     proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here, so that Popen does not wait again
     if proc.returncode != 0:
         raise RuntimeError(f"pipeline exited {proc.returncode}; see {log_path}\n  {' '.join(command)}")
@@ -494,10 +373,6 @@ def run_pipeline(corpus: Corpus, config: str, output: Path, log_path: Path) -> P
 # --------------------------------------------------------------------------
 LoopRuns = dict[int, list[LoopRun]]                  # scale -> runs
 PipeRuns = dict[str, dict[int, list[PipelineRun]]]   # configuration -> scale -> runs
-
-
-def log(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
 def plan_runs(sizes: Sequence[int], configs: Sequence[str], rss_config: str, rss_sizes: Sequence[int],
@@ -812,13 +687,6 @@ def _configs(text: str) -> list[str]:
     return [name for name in CONFIGS if name in requested]  # always base before full
 
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="bench/pipeline_throughput.py",
@@ -826,7 +694,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "Pillow+numpy loop on the same corpus, in the same run, the ratios between them and what "
                     "statistics and balancing add (see the module docstring).",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("--pairs", type=_positive, default=2000,
+    parser.add_argument("--pairs", type=positive, default=2000,
                         help="valid segmentation pairs in the 1x corpus (images 480x360 to 640x480); about "
                              "12 broken inputs are added once per corpus")
     parser.add_argument("--workdir", type=Path, default=ROOT / "build" / "bench",
@@ -837,7 +705,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="pipeline configurations to time, comma-separated: base = --no_stats --balance "
                              "none (read, validate, shard); full = the defaults (tf.Transform statistics + "
                              "repeat-factor balancing). With both, the report shows what full adds to base")
-    parser.add_argument("--repeats", type=_positive, default=1,
+    parser.add_argument("--repeats", type=positive, default=1,
                         help="run every measurement this many times, interleaved, and use the medians")
     parser.add_argument("--sizes", type=_scales, default="1,3",
                         help="corpus sizes, as multiples of --pairs, timed for the loop and every "

@@ -28,9 +28,8 @@ import time
 from pathlib import Path
 from typing import Optional
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from beam_pipeline.core.plan import PIPELINE_OVERHEAD  # noqa: E402
-from pipeline_throughput import NUM_CLASSES, ROOT, ensure_corpora, generator_version, process_tree  # noqa: E402
+from beam_pipeline.core.plan import PIPELINE_OVERHEAD
+from common import NUM_CLASSES, ROOT, ensure_corpora, generator_version, process_tree
 
 SAMPLE_SECONDS = 0.2
 _SHUFFLE_LINE = re.compile(r"^shuffle: ([\d.]+) MB")

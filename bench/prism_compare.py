@@ -119,7 +119,7 @@ def main():
     runner_args = {"fnapi": [], "fnapi_threads": ["--direct_running_mode", "multi_threading"],
                    "prism": ["--runner=PrismRunner", f"--prism_location={args.prism}"]
                    + shlex.split(args.prism_args)}
-    env = dict(os.environ, PYTHONPATH=ROOT)
+    env = dict(os.environ)
     results = []
     for repeat in range(args.repeats):
         for size in args.sizes.split(","):

@@ -28,15 +28,15 @@ def strata_run(corpus_dir, tmp_path_factory):
 def test_strata_sampling_follows_the_manifest_weights(strata_run, tmp_path):
     from trainer.artifacts import load_artifacts
     from trainer.config import TrainConfig
-    from trainer.train import _dataset_fn
+    from trainer.train import split_dataset
 
     manifest = json.loads((strata_run / "manifest.json").read_text())
     factors = manifest["balance"]["class_repeat_factors"]
     weights = {s["class"]: s["weight"] for s in manifest["splits"]["train"]["strata"]}
     config = TrainConfig(data=str(strata_run), job_dir=str(tmp_path), sampling="strata", crop=(480, 640),
                          crop_sampling="uniform", global_batch_size=8, seed=1)
-    make = _dataset_fn(load_artifacts(str(strata_run)), config, "train", training=True, read=[])
-    dataset = make(tf.distribute.InputContext())
+    dataset, _ = split_dataset(load_artifacts(str(strata_run)), config, "train", training=True,
+                               context=tf.distribute.InputContext())
     drawn = {c: 0 for c in weights}
     for _, masks in dataset.take(DRAWS // 8):
         for mask in masks.numpy():

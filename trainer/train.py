@@ -4,7 +4,7 @@ import dataclasses
 import json
 import logging
 import os
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 import keras
 import numpy as np
@@ -55,26 +55,26 @@ def _input_config(config: TrainConfig, per_replica_batch: int, training: bool) -
                        drop_remainder=True)
 
 
-def _dataset_fn(artifacts: Artifacts, config: TrainConfig, split: str, training: bool, read: List[PipelineShard]):
-    """The dataset function for ``distribute_datasets_from_function``; appends what it reads to ``read``."""
-    def make(context: tf.distribute.InputContext):
-        batch = context.get_per_replica_batch_size(config.global_batch_size)
-        input_config = _input_config(config, batch, training)
+def split_dataset(artifacts: Artifacts, config: TrainConfig, split: str, training: bool,
+                  context: tf.distribute.InputContext) -> Tuple[tf.data.Dataset, List[PipelineShard]]:
+    """One input pipeline's batches of ``split`` and the shards it reads; ``context`` says which pipeline.
 
-        def shard(files) -> PipelineShard:
-            # Each worker reads its own files: the InputContext says which input pipeline this is.
-            part = shard_for_pipeline(files, context.num_input_pipelines, context.input_pipeline_id)
-            read.append(part)
-            return part
-
-        strata = artifacts.strata(split) if training and config.sampling == "strata" else []
-        if not strata:
-            return make_dataset(artifacts, split, input_config, training, shard(artifacts.shard_paths(split)))
-        parts = [make_dataset(artifacts, split, dataclasses.replace(input_config, batch_size=1), True,
-                              shard(paths)).unbatch() for _, paths in strata]
-        mixed = tf.data.Dataset.sample_from_datasets(parts, weights=[w for w, _ in strata], seed=config.seed)
-        return mixed.batch(batch, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
-    return make
+    Each worker reads its own files: the InputContext (as ``distribute_datasets_from_function`` passes it)
+    says which input pipeline this is.
+    """
+    batch = context.get_per_replica_batch_size(config.global_batch_size)
+    input_config = _input_config(config, batch, training)
+    strata = artifacts.strata(split) if training and config.sampling == "strata" else []
+    if not strata:
+        part = shard_for_pipeline(artifacts.shard_paths(split), context.num_input_pipelines,
+                                  context.input_pipeline_id)
+        return make_dataset(artifacts, split, input_config, training, part), [part]
+    parts = [shard_for_pipeline(paths, context.num_input_pipelines, context.input_pipeline_id)
+             for _, paths in strata]
+    mixed = tf.data.Dataset.sample_from_datasets(
+        [make_dataset(artifacts, split, dataclasses.replace(input_config, batch_size=1), True, part).unbatch()
+         for part in parts], weights=[w for w, _ in strata], seed=config.seed)
+    return mixed.batch(batch, drop_remainder=True).prefetch(tf.data.AUTOTUNE), parts
 
 
 def build_compiled_model(artifacts: Artifacts, config: TrainConfig, task: str,
@@ -136,12 +136,19 @@ def train(config: TrainConfig) -> dict:
         # Several replicas: batch norm statistics over the global batch, so every worker keeps the same
         # moving mean and variance (per-replica statistics would differ from worker to worker).
         model = build_compiled_model(artifacts, config, task, sync_batch_norm=strategy.num_replicas_in_sync > 1)
-    read = {"train": [], "val": []}
-    train_fn = _dataset_fn(artifacts, config, "train", True, read["train"])
-    train_data = strategy.distribute_datasets_from_function(train_fn)
+    read: Dict[str, List[PipelineShard]] = {"train": [], "val": []}
+
+    def dataset_fn(split: str, training: bool):
+        def make(context: tf.distribute.InputContext) -> tf.data.Dataset:
+            dataset, parts = split_dataset(artifacts, config, split, training, context)
+            read[split].extend(parts)
+            return dataset
+        return make
+
+    train_data = strategy.distribute_datasets_from_function(dataset_fn("train", True))
     val_data = None
     if "val" in artifacts.manifest["splits"]:
-        val_data = strategy.distribute_datasets_from_function(_dataset_fn(artifacts, config, "val", False, read["val"]))
+        val_data = strategy.distribute_datasets_from_function(dataset_fn("val", False))
     if "://" not in out_dir:
         os.makedirs(out_dir, exist_ok=True)
     _record_input_shards(read, out_dir)

@@ -1,0 +1,162 @@
+"""What the benchmarks share: the cached sample corpora, /proc sampling, noise measurement and logging.
+
+The benchmarks are scripts (``python bench/<name>.py``), so this folder is on
+their import path; the product is imported as installed (``make install``),
+through public names only.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import csv
+import dataclasses
+import hashlib
+import argparse
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Optional, Sequence
+
+ROOT = Path(__file__).resolve().parents[1]
+GENERATOR_SOURCE = ROOT / "tools" / "sample_corpus.py"  # its hash is part of the corpus cache key
+NUM_CLASSES = 8
+GENERATOR_CLASS_IMAGES = 8  # the classification part of the sample corpus is not used; keep it tiny
+NOISY_CORES = 0.25  # other processes' CPU use during a run above which the reports warn
+MB = 1024 * 1024
+
+
+def count_rows(listing: Path) -> int:
+    """Data rows of a CSV listing (the corpus's manifest.csv)."""
+    with listing.open(newline="", encoding="utf-8") as handle:
+        return sum(1 for _ in csv.DictReader(handle))
+
+
+@dataclasses.dataclass(frozen=True)
+class Corpus:
+    scale: int
+    manifest: Path
+    rows: int  # manifest rows = pairs attempted by both sides (valid and broken)
+
+
+def generator_version() -> str:
+    """First 8 hex digits of the SHA-256 of the corpus generator's source: a stale cache has another."""
+    return hashlib.sha256(GENERATOR_SOURCE.read_bytes()).hexdigest()[:8]
+
+
+def corpus_dir(workdir: Path, pairs: int, scale: int, version: str) -> Path:
+    return workdir / f"corpus_{pairs}pairs_x{scale}_g{version}"
+
+
+def remove_stale_corpora(workdir: Path, version: str) -> None:
+    """Delete cached corpora written by another version of the generator (including unversioned ones)."""
+    for path in sorted(workdir.glob("corpus_*pairs_x*")):
+        if path.is_dir() and not path.name.endswith(f"_g{version}"):
+            log(f"deleting stale corpus {path}")
+            shutil.rmtree(path)
+
+
+def generate_command(out: Path, pairs: int, scale: int) -> list[str]:
+    return [sys.executable, "-m", "tools.sample_corpus", str(out), "--num_pairs", str(pairs),
+            "--scale", str(scale), "--num_class_images", str(GENERATOR_CLASS_IMAGES), "--overwrite"]
+
+
+def generate_corpus(workdir: Path, pairs: int, scale: int, version: str) -> None:
+    """Write one corpus into a temporary folder, renamed into place only when complete."""
+    final = corpus_dir(workdir, pairs, scale, version)
+    tmp = final.with_name(final.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.parent.mkdir(parents=True, exist_ok=True)
+    log(f"generating corpus {pairs} pairs x{scale} -> {final}")
+    command = generate_command(tmp, pairs, scale)
+    completed = subprocess.run(command, cwd=ROOT, stdout=subprocess.DEVNULL, check=False)
+    if completed.returncode != 0:
+        raise RuntimeError(f"corpus generation failed (exit {completed.returncode}): {' '.join(command)}")
+    shutil.rmtree(final, ignore_errors=True)
+    tmp.rename(final)
+
+
+def ensure_corpora(workdir: Path, pairs: int, scales: Sequence[int],
+                   version: str) -> tuple[dict[int, Corpus], float]:
+    """Generate the missing corpora, one per core at a time; returns them by scale and the seconds spent."""
+    started = time.perf_counter()
+    remove_stale_corpora(workdir, version)
+    missing = [s for s in sorted(scales, reverse=True)
+               if not (corpus_dir(workdir, pairs, s, version) / "segmentation" / "manifest.csv").exists()]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as executor:
+        for future in [executor.submit(generate_corpus, workdir, pairs, scale, version) for scale in missing]:
+            future.result()
+    corpora = {}
+    for scale in scales:
+        manifest = corpus_dir(workdir, pairs, scale, version) / "segmentation" / "manifest.csv"
+        corpora[scale] = Corpus(scale, manifest, count_rows(manifest))
+    return corpora, time.perf_counter() - started
+
+
+def warm_page_cache(folder: Path) -> None:
+    """Read every file below ``folder`` once so that no side pays for a cold disk (not timed)."""
+    for path in folder.rglob("*"):
+        if path.is_file():
+            path.read_bytes()
+
+
+def machine_busy_seconds() -> float:
+    """CPU seconds all processes have used since boot, from the first line of /proc/stat."""
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(value) for value in fields)
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def other_cores(busy_before: float, own_cpu_seconds: float, seconds: float) -> float:
+    """Cores used by processes other than the measured ones during ``seconds``."""
+    return max(0.0, (machine_busy_seconds() - busy_before - own_cpu_seconds) / seconds)
+
+
+def cpu_seconds() -> float:
+    """CPU time of this process plus its reaped children so far."""
+    total = 0.0
+    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
+        usage = resource.getrusage(who)
+        total += usage.ru_utime + usage.ru_stime
+    return total
+
+
+def read_stat(pid: str) -> Optional[tuple[int, float, int]]:
+    """(parent pid, CPU ticks, RSS pages) of a process from /proc, or None when it is gone.
+
+    The CPU ticks include those of reaped children (cutime, cstime), so the tree's
+    CPU time does not drop when a worker process exits.
+    """
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2:].split()
+    return int(fields[1]), sum(float(fields[i]) for i in (11, 12, 13, 14)), int(fields[21])
+
+
+def process_tree(root_pid: int) -> dict[str, tuple[int, float, int]]:
+    """``read_stat`` of ``root_pid`` and of every process descending from it, by pid."""
+    stats = {pid: stat for pid in os.listdir("/proc") if pid.isdigit()
+             for stat in [read_stat(pid)] if stat is not None}
+    tree = {str(root_pid)}
+    grew = True
+    while grew:
+        children = {pid for pid, (ppid, _, _) in stats.items() if str(ppid) in tree} - tree
+        tree |= children
+        grew = bool(children)
+    return {pid: stats[pid] for pid in tree if pid in stats}
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
