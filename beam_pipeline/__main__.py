@@ -40,10 +40,11 @@ def main(argv=None) -> int:
     for name in _RUNNER_LOGGERS:
         logging.getLogger(name).addFilter(_OneReportPerError())
     from beam_pipeline.pipeline import run
+    from beam_pipeline.publish import RunRefused
     from beam_pipeline.summary import render_summary
     try:
         manifest = run(argv)
-    except CorpusOptionsError as error:
+    except (CorpusOptionsError, RunRefused) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     if "plan" in manifest:

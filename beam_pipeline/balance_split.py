@@ -5,8 +5,9 @@ Input: unique ValidPair, and the stats dict as a side input. Output: ValidPair
 (``--balance repeat_factor``: LVIS repeat-factor sampling, the fraction
 resolved by a stable hash) or carries its stratum, the rarest class it
 contains (``--balance strata``). Val and test pass unchanged. Also the train
-split's growth factor (copies / images), which WriteShards checks against
---max_growth before any shard is written.
+split's growth factor (copies / images), from which the pipeline's growth
+check (core.balance.growth_refusal) may refuse the run before any shard is
+written.
 """
 
 import dataclasses
@@ -17,9 +18,8 @@ from apache_beam.metrics import Metrics
 from beam_pipeline.core.balance import (class_repeat_factors, copies_for, image_repeat_factor,
                                         presence_counts, rarest_class)
 from beam_pipeline.core.records import ValidPair
-from beam_pipeline.options import CorpusConfig
-
-BALANCED_SPLIT = "train"
+from beam_pipeline.core.selection import TRAIN
+from beam_pipeline.specs import BalanceSpec
 
 
 def repeat_factors(stats: dict, threshold: float):
@@ -29,17 +29,17 @@ def repeat_factors(stats: dict, threshold: float):
 class ExpandTrainFn(beam.DoFn):
     """ValidPair -> its repeat copies or its stratum (train), or itself (other splits)."""
 
-    def __init__(self, config: CorpusConfig):
-        self._config = config
+    def __init__(self, spec: BalanceSpec):
+        self._spec = spec
         self._copies = Metrics.counter("BalanceTrainSplit", "train_records")
 
     def process(self, pair: ValidPair, stats):
-        if pair.ref.split != BALANCED_SPLIT or self._config.balance == "none":
+        if pair.ref.split != TRAIN or self._spec.method == "none":
             yield pair
         else:
-            factors = repeat_factors(stats, self._config.balance_threshold)
+            factors = repeat_factors(stats, self._spec.threshold)
             factor = image_repeat_factor(pair.present_classes, factors)
-            if self._config.balance == "strata":
+            if self._spec.method == "strata":
                 yield dataclasses.replace(pair, stratum=rarest_class(pair.present_classes, factors),
                                           repeat_factor=factor)
             else:
@@ -54,7 +54,7 @@ def _train_original_and_copy(pair: ValidPair):
 
 
 def _is_train(pair: ValidPair) -> bool:
-    return pair.ref.split == BALANCED_SPLIT
+    return pair.ref.split == TRAIN
 
 
 def _sum_pairs(pairs):
@@ -71,16 +71,16 @@ def _growth(counts) -> float:
 
 
 class BalanceTrainSplit(beam.PTransform):
-    """``balanced, growth = unique | BalanceTrainSplit(config, stats)``."""
+    """``balanced, growth = unique | BalanceTrainSplit(BalanceSpec(method, threshold), stats)``."""
 
-    def __init__(self, config: CorpusConfig, stats):
+    def __init__(self, spec: BalanceSpec, stats):
         super().__init__()
-        self._config = config
+        self._spec = spec
         self._stats = stats
 
     def expand(self, pairs):
         balanced = pairs | "ExpandTrain" >> beam.ParDo(
-            ExpandTrainFn(self._config), stats=beam.pvalue.AsSingleton(self._stats))
+            ExpandTrainFn(self._spec), stats=beam.pvalue.AsSingleton(self._stats))
         # ValidPair (train: copies or stratum set)
         growth = (balanced
                   | "KeepTrain" >> beam.Filter(_is_train)

@@ -7,13 +7,10 @@ freed buffers scattered over many arenas are not given back, so the resident
 size creeps up with the number of pairs processed. Two arenas per process stop
 that.
 
-Measured by bench/pipeline_throughput.py (base pipeline, 2,000 and 8,000 pairs,
-same session): with ``MALLOC_ARENA_MAX=2`` the runner process peaks at 242 and
-274 MB (1.13x) and the process tree at 706 and 811 MB (1.15x), where glibc's
-defaults gave 253 -> 322 MB (1.27x) for the runner; the marginal ratio stayed
-0.90 (2.05 ms per pair). A fixed ``MALLOC_MMAP_THRESHOLD_=131072`` as well gave
-1.12x but doubled the time per pair (4.0 ms): every decoded image then costs
-fresh pages from the kernel. So only the arena count is set.
+Only the arena count is set: a fixed mmap threshold as well flattened memory
+no further and doubled the time per pair, since every decoded image then costs
+fresh pages from the kernel. The measurements, and the command that made them,
+are in README ("Tests and benchmarks", Memory).
 """
 
 import ctypes

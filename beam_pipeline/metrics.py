@@ -1,17 +1,11 @@
-"""Beam counters that several composites share."""
+"""What several composites share: the tag of their not-written outputs, and counters read after a run."""
 
 from typing import Optional
 
-from apache_beam.metrics import Metrics
 from apache_beam.metrics.metric import MetricsFilter
 
-SHUFFLE = ("Shuffle", "value_bytes")
-
-
-def shuffled(data: bytes) -> bytes:
-    """Count ``data`` as a value about to cross a shuffle; returns it unchanged."""
-    Metrics.counter(*SHUFFLE).inc(len(data))
-    return data
+REJECTED_TAG = "rejected"                # every composite's output of Outcomes (rejects, duplicates, filtered)
+SHUFFLE = ("Shuffle", "value_bytes")     # bytes of packed records sent through shuffles (shuffle.py)
 
 
 def counter_total(result, namespace: str, name: str) -> Optional[int]:

@@ -1,22 +1,15 @@
 """Every command-line option of the pipeline, in one PipelineOptions subclass.
 
 Being a ``PipelineOptions`` subclass, the options show in ``--help`` and travel
-with the job to Flink and Dataflow workers. :func:`to_config` checks them and
-turns them into the frozen :class:`CorpusConfig` that the composites use.
+with the job to Flink and Dataflow workers. config.py checks them and turns
+them into the frozen CorpusConfig and the per-stage specs.
 """
 
 import argparse
-import dataclasses
-from typing import Optional, Tuple
+from typing import Tuple
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from beam_pipeline.core import paths
-from beam_pipeline.core.checks import Limits
-from beam_pipeline.core.filter_expr import FilterExpression, parse_filter
-from beam_pipeline.core.selection import SplitSpec, parse_split
-
-MANIFEST_SUFFIXES = (".csv", ".jsonl", ".json", ".parquet")
 DEFAULT_TARGET_SHARD_BYTES = 128 * 1024 * 1024
 
 
@@ -24,7 +17,7 @@ class CorpusOptionsError(ValueError):
     """A bad option value; reported as one line, without a traceback."""
 
 
-def _csv_list(text: str) -> Tuple[str, ...]:
+def csv_list(text: str) -> Tuple[str, ...]:
     return tuple(part.strip() for part in text.split(",") if part.strip())
 
 
@@ -36,8 +29,9 @@ class CorpusOptions(PipelineOptions):
         group = parser.add_argument_group("corpus")
         group.add_argument(
             "--input", default=None,
-            help="What to read. A manifest file (.csv, .jsonl or .parquet) with columns image and mask "
-                 "(segmentation) or image and label (classification) plus any metadata columns; or a "
+            help="What to read. A listing file (.csv, .jsonl or .parquet; a 'manifest' of the raw corpus) with "
+                 "columns image and mask (segmentation) or image and label (classification) plus any metadata "
+                 "columns; or a "
                  "folder: with --mask_template it holds paired image/mask folders, and for "
                  "classification without one it holds one sub-folder per class. Local, gs:// or s3://.")
         group.add_argument(
@@ -57,9 +51,9 @@ class CorpusOptions(PipelineOptions):
             help="Comma-separated class names, in id order. Classification labels may use these names. "
                  "For one-folder-per-class input the default is the sorted folder names.")
         group.add_argument(
-            "--input_format", default="auto", choices=("auto", "manifest", "paired", "class_folders"),
-            help="How to read --input. auto: a manifest by file suffix, paired folders when "
-                 "--mask_template is given, class folders for classification.")
+            "--input_format", default="auto", choices=("auto", "listing", "manifest", "paired", "class_folders"),
+            help="How to read --input. auto: a listing file by file suffix (manifest is another name for "
+                 "listing), paired folders when --mask_template is given, class folders for classification.")
         group.add_argument(
             "--image_glob", default="images/*",
             help="Paired folders: comma-separated globs of images, relative to --input "
@@ -149,150 +143,6 @@ class CorpusOptions(PipelineOptions):
             "--overwrite", action="store_true", default=False,
             help="Replace the outputs of an earlier run in --output. Without it, an --output that "
                  "already holds a manifest.json is an error.")
-
-
-@dataclasses.dataclass(frozen=True)
-class CorpusConfig:
-    """The checked options, as used by the composites. Picklable."""
-    input: str
-    output: str
-    task: str
-    input_format: str                       # manifest | paired | class_folders
-    limits: Limits
-    class_names: Tuple[str, ...]
-    image_globs: Tuple[str, ...]
-    mask_template: Optional[str]
-    allow_outside_root: bool
-    filter: Optional[FilterExpression]
-    include: Tuple[str, ...]
-    exclude: Tuple[str, ...]
-    sample_fraction: float
-    max_examples: Optional[int]
-    split: Optional[SplitSpec]              # None: decided from the manifest's columns ("auto").
-    max_file_bytes: int
-    target_shard_bytes: int
-    overwrite: bool
-    sample_points_per_class: int = 8
-    compute_stats: bool = True
-    balance: str = "repeat_factor"
-    balance_threshold: float = 0.5
-    max_growth: float = 2.0
-    allow_local_paths: bool = False
-
-    @property
-    def num_classes(self) -> int:
-        return self.limits.num_classes
-
-    @property
-    def input_root(self) -> str:
-        """The folder that relative paths and globs are taken against."""
-        if self.input_format == "manifest":
-            return paths.dirname(self.input)
-        return self.input.rstrip("/")
-
-    def as_dict(self) -> dict:
-        out = dataclasses.asdict(self)
-        out["filter"] = self.filter.text if self.filter else None
-        return out
-
-
-def _fail(message: str):
-    raise CorpusOptionsError(message)
-
-
-def _detect_input_format(opts: CorpusOptions) -> str:
-    if opts.input_format != "auto":
-        return opts.input_format
-    if opts.input.lower().endswith(MANIFEST_SUFFIXES):
-        return "manifest"
-    if opts.mask_template:
-        return "paired"
-    if opts.task == "classification":
-        return "class_folders"
-    _fail("--input is a folder: give --mask_template for paired image/mask folders, "
-          "or a manifest file (.csv, .jsonl, .parquet)")
-
-
-def to_config(opts: PipelineOptions) -> CorpusConfig:
-    """Check the options and build the config; raises CorpusOptionsError with one clear line."""
-    o = opts.view_as(CorpusOptions)
-    if not o.input:
-        _fail("--input is required")
-    if not o.output:
-        _fail("--output is required")
-    if o.num_classes is None:
-        _fail("--num_classes is required")
-    if not 1 <= o.num_classes <= 255:
-        _fail(f"--num_classes must be between 1 and 255, got {o.num_classes}")
-    ignore = None if o.ignore_label == -1 else o.ignore_label
-    if ignore is not None and not 0 <= ignore <= 255:
-        _fail(f"--ignore_label must be 0..255 or -1, got {o.ignore_label}")
-    if ignore is not None and ignore < o.num_classes:
-        _fail(f"--ignore_label {ignore} is also a class id (num_classes {o.num_classes})")
-    input_format = _detect_input_format(o)
-    if o.task == "segmentation" and input_format == "class_folders":
-        _fail("--input_format class_folders is for --task classification")
-    if input_format == "paired" and o.task == "classification":
-        _fail("paired folders (--mask_template) are for --task segmentation")
-    if input_format == "paired":
-        if not o.mask_template:
-            _fail("paired folders need --mask_template, e.g. masks/{stem}.png")
-        try:
-            paths.check_template(o.mask_template)
-        except ValueError as error:
-            _fail(f"--mask_template: {error}")
-    class_names = _csv_list(o.class_names) if o.class_names else ()
-    if class_names and len(class_names) != o.num_classes:
-        _fail(f"--class_names lists {len(class_names)} names but --num_classes is {o.num_classes}")
-    if not 0.0 < o.sample_fraction <= 1.0:
-        _fail(f"--sample_fraction must be in (0, 1], got {o.sample_fraction}")
-    if o.max_examples is not None and o.max_examples < 1:
-        _fail(f"--max_examples must be at least 1, got {o.max_examples}")
-    if o.target_shard_bytes < 1024:
-        _fail(f"--target_shard_bytes must be at least 1024, got {o.target_shard_bytes}")
-    if o.max_pixels < 1 or o.max_file_bytes < 1:
-        _fail("--max_pixels and --max_file_bytes must be positive")
-    if o.sample_points_per_class < 0:
-        _fail("--sample_points_per_class must be 0 or more")
-    if not 0.0 < o.balance_threshold <= 1.0:
-        _fail(f"--balance_threshold must be in (0, 1], got {o.balance_threshold}")
-    if o.max_growth < 1.0:
-        _fail(f"--max_growth must be at least 1, got {o.max_growth}")
-    formats = tuple(f.lower() for f in _csv_list(o.image_formats))
-    if not formats:
-        _fail("--image_formats is empty")
-    try:
-        expression = parse_filter(o.filter_expression) if o.filter_expression else None
-        split = None if o.split == "auto" else parse_split(o.split)
-    except ValueError as error:
-        _fail(str(error))
-    return CorpusConfig(
-        input=o.input.rstrip("/") if input_format != "manifest" else o.input,
-        output=o.output.rstrip("/"),
-        task=o.task,
-        input_format=input_format,
-        limits=Limits(num_classes=o.num_classes, ignore_label=ignore, max_pixels=o.max_pixels,
-                      image_formats=formats, channel_sums=o.compute_stats),
-        class_names=class_names,
-        image_globs=_csv_list(o.image_glob),
-        mask_template=o.mask_template,
-        allow_outside_root=o.allow_outside_root,
-        filter=expression,
-        include=tuple(o.include or ()),
-        exclude=tuple(o.exclude or ()),
-        sample_fraction=o.sample_fraction,
-        max_examples=o.max_examples,
-        split=split,
-        max_file_bytes=o.max_file_bytes,
-        target_shard_bytes=o.target_shard_bytes,
-        overwrite=o.overwrite,
-        sample_points_per_class=o.sample_points_per_class,
-        compute_stats=o.compute_stats,
-        balance=o.balance if o.compute_stats else "none",
-        balance_threshold=o.balance_threshold,
-        max_growth=o.max_growth,
-        allow_local_paths=o.allow_local_paths,
-    )
 
 
 def help_parser() -> argparse.ArgumentParser:

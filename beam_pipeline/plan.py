@@ -10,54 +10,35 @@
    bytes, the outcome, the CPU time and the worker processes' peak memory.
 4. Scale up with :func:`beam_pipeline.core.plan.estimate`.
 
-Paired folders are estimated from the image listing: a missing mask shows in
-the sample as ``missing_file`` where the real run reports ``orphan_image``, and
-masks without an image are not counted.
+Discovery, selection, checks and records are beam_pipeline/pairs.py's, the
+functions the pipeline's composites call. Paired folders are estimated from
+the image listing: a missing mask shows in the sample as ``missing_file`` where
+the real run reports ``orphan_image``, and masks without an image are not
+counted.
 """
 
 import concurrent.futures
-import dataclasses
 import heapq
 import logging
 import os
 import resource
 import time
-from typing import Iterator, List, Tuple, Union
+from typing import List, Tuple
 
-from beam_pipeline.core import paths
+from beam_pipeline import pairs
+from beam_pipeline.config import CorpusConfig
 from beam_pipeline.core.checks import Rejection
 from beam_pipeline.core.example import frame_record
 from beam_pipeline.core.hashing import stable_hash
-from beam_pipeline.core.pairing import class_folder_ref, pair_by_mask_path
 from beam_pipeline.core.plan import PairSample, estimate, human_bytes, shards_line
-from beam_pipeline.core.records import Outcome, PairRef, pack, unpack
-from beam_pipeline.core.selection import SplitSpec, assign_split
-from beam_pipeline.options import CorpusConfig
-from beam_pipeline.read import CLASS_FOLDER_GLOB, manifest_items, relative_matches
-from beam_pipeline.select import selection_reason
-from beam_pipeline.validate import check_pair
-from beam_pipeline.write import build_record
+from beam_pipeline.core.records import REJECTED, VALID, Outcome, pack, unpack
+from beam_pipeline.core.selection import SplitSpec
+from beam_pipeline.specs import CheckSpec
 
 PLAN_SALT = "plan"
 PROGRESS_EVERY = 100_000
 
 _LOG = logging.getLogger(__name__)
-
-
-def discover(config: CorpusConfig) -> Iterator[Union[PairRef, Outcome]]:
-    """Every input the pipeline's ReadCorpus would find, streamed."""
-    root = config.input_root
-    if config.input_format == "manifest":
-        yield from manifest_items(config.input, config)
-        return
-    if config.input_format == "class_folders":
-        for relative in relative_matches(root, CLASS_FOLDER_GLOB):
-            yield class_folder_ref(relative, root)
-        return
-    for pattern in config.image_globs:
-        for relative in relative_matches(root, pattern):
-            mask = paths.render_template(config.mask_template, relative)
-            yield from pair_by_mask_path(mask, [relative], [mask], root)
 
 
 def _load_worker_libraries(compute_stats: bool) -> None:
@@ -66,21 +47,19 @@ def _load_worker_libraries(compute_stats: bool) -> None:
         import tensorflow_transform.beam  # noqa: F401  (imported for its memory, like a worker's)
 
 
-def _measure(packed_ref: bytes, config: CorpusConfig) -> PairSample:
+def _measure(packed_ref: bytes, spec: CheckSpec) -> PairSample:
     """The pipeline's per-pair work on one pair, timed in CPU seconds."""
     started = time.process_time()
     ref = unpack(packed_ref)
-    ref_bytes = len(pack(ref.without_metadata()))
-    result = check_pair(ref, config)
+    ref_bytes = len(packed_ref)
+    result, _ = pairs.check(ref, spec)
     if isinstance(result, Rejection):
-        return PairSample(ref.split, "rejected", result.reason, 0, 0, ref_bytes, 0,
-                          time.process_time() - started)
-    record = build_record(result, config)
+        return PairSample(ref.split, REJECTED, result.reason, 0, 0, ref_bytes, 0, time.process_time() - started)
+    record = pairs.record(result, spec)
     if isinstance(record, Rejection):
-        return PairSample(ref.split, "rejected", record.reason, 0, 0, ref_bytes, 0,
-                          time.process_time() - started)
+        return PairSample(ref.split, REJECTED, record.reason, 0, 0, ref_bytes, 0, time.process_time() - started)
     framed = frame_record(record)
-    return PairSample(ref.split, "valid", "", result.image_stored_bytes + result.mask_stored_bytes,
+    return PairSample(ref.split, VALID, "", result.image_stored_bytes + result.mask_stored_bytes,
                       len(framed), ref_bytes, len(pack(result)), time.process_time() - started,
                       result.present_classes)
 
@@ -90,21 +69,19 @@ def _select(config: CorpusConfig, split_spec: SplitSpec, sample_size: int):
     discovered = 0
     by_split = {}
     sample: List[Tuple[int, bytes]] = []       # bounded max-heap of (-hash, packed ref)
-    for item in discover(config):
+    select_spec = config.select_spec(split_spec)
+    for item in pairs.discover(config.discover_spec()):
         discovered += 1
         if discovered % PROGRESS_EVERY == 0:
             _LOG.info("--plan: listed %d inputs", discovered)
-        if isinstance(item, Outcome) or selection_reason(item, config) is not None:
+        selected = item if isinstance(item, Outcome) else pairs.select(item, select_spec)
+        if isinstance(selected, Outcome):
             continue
-        split = assign_split(split_spec, item.key, item.meta(), item.meta().get("folder", ""))
-        if split is None:
-            continue
-        by_split[split] = by_split.get(split, 0) + 1
-        _push_bounded(sample, (-stable_hash(PLAN_SALT, item.key), pack(dataclasses.replace(item, split=split))),
-                      sample_size)
-    selected = sum(by_split.values())
-    if config.max_examples is not None and selected > config.max_examples:    # the cap keeps a hash sample
-        by_split = {k: round(v * config.max_examples / selected) for k, v in by_split.items()}
+        by_split[selected.split] = by_split.get(selected.split, 0) + 1
+        _push_bounded(sample, (-stable_hash(PLAN_SALT, selected.key), pack(selected)), sample_size)
+    selected_count = sum(by_split.values())
+    if config.max_examples is not None and selected_count > config.max_examples:    # the cap keeps a hash sample
+        by_split = {k: round(v * config.max_examples / selected_count) for k, v in by_split.items()}
     return discovered, by_split, [packed for _, packed in sample]
 
 
@@ -122,7 +99,7 @@ def make_plan(config: CorpusConfig, split_spec: SplitSpec, sample_size: int, wor
     workers = workers or os.cpu_count() or 1
     with concurrent.futures.ProcessPoolExecutor(max_workers=workers, initializer=_load_worker_libraries,
                                                 initargs=(config.compute_stats,)) as pool:
-        samples = list(pool.map(_measure, sample, [config] * len(sample), chunksize=8))
+        samples = list(pool.map(_measure, sample, [config.check_spec()] * len(sample), chunksize=8))
     # ru_maxrss of children: the largest worker process's peak, in KiB on Linux.
     worker_rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
     plan = estimate(discovered=discovered, selected_by_split=by_split, samples=samples,

@@ -12,7 +12,9 @@ Outputs (per example):
   ``mask``         int64, flat (H*W), class ids (segmentation); tf.Transform outputs no int32,
                    so ``decode_transformed`` (and the trainer) cast it to int32
   ``label``        int64 (classification)
-  ``stats/...``    the dataset totals, the same in every example (read into stats.json)
+  ``stats/...``    the dataset totals, the same in every example (read into stats.json), and
+                   ``stats/image_mean``, ``stats/image_std``: float32[3], what ``image`` is normalised by
+                   (the trainer reads them to normalise crops the same way)
 """
 
 import functools
@@ -24,6 +26,7 @@ from beam_pipeline.core import features as f
 
 STATS_PREFIX = "stats/"
 SCALAR_TOTALS = ("num_images", "pixels", "ignore_pixels")
+NORMALISATION = ("image_mean", "image_std")   # stats/ outputs that are not totals
 
 
 def raw_feature_spec(task: str, num_classes: int) -> dict:
@@ -95,7 +98,8 @@ def preprocessing_fn(inputs, task: str, num_classes: int):
     mean = tf.cast(totals["channel_sum"], tf.float64) / pixel_count
     variance = tf.cast(totals["channel_sum_squares"], tf.float64) / pixel_count - tf.square(mean)
     std = tf.maximum(tf.sqrt(tf.maximum(variance, 0.0)), 1e-6)
-    decode = functools.partial(_decode_image, mean=tf.cast(mean, tf.float32), std=tf.cast(std, tf.float32))
+    normalisation = {"image_mean": tf.cast(mean, tf.float32), "image_std": tf.cast(std, tf.float32)}
+    decode = functools.partial(_decode_image, mean=normalisation["image_mean"], std=normalisation["image_std"])
     image, shape = tf.map_fn(
         decode, inputs[f.IMAGE_ENCODED],
         fn_output_signature=(tf.RaggedTensorSpec([None], tf.float32, ragged_rank=0),
@@ -109,6 +113,9 @@ def preprocessing_fn(inputs, task: str, num_classes: int):
             fn_output_signature=tf.RaggedTensorSpec([None], tf.int64, ragged_rank=0))
     for name, total in totals.items():
         outputs[STATS_PREFIX + name] = _broadcast(total, ones)
+    float_ones = tf.cast(ones, tf.float32)[:, tf.newaxis]
+    for name, value in normalisation.items():
+        outputs[STATS_PREFIX + name] = float_ones * value[tf.newaxis, :]
     return outputs
 
 

@@ -2,9 +2,12 @@
 
 Inputs: ShardInfo, every Outcome (filtered, rejected, duplicate), the number
 of discovered inputs, the stats dict (empty without statistics), class-index
-lines, and the tf.Transform writes to wait for. ``manifest.json`` is written
-only after everything else exists, so a reader that sees a manifest sees a
-complete output.
+lines, the tf.Transform writes to wait for, and the run's refusals.
+``manifest.json`` is written only after everything else exists, so a reader
+that sees a manifest sees a complete output. A refused run (a gate failed,
+core.records.Refusal) publishes nothing and leaves its reason in the staging
+folder, which :func:`read_result` turns into :class:`RunRefused` for the
+launcher.
 """
 
 import dataclasses
@@ -13,21 +16,23 @@ import json
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from beam_pipeline.core import paths
+from beam_pipeline.core import layout, paths
 from beam_pipeline.core.manifest import build_manifest, count_outcomes
-from beam_pipeline.core.records import Outcome
-from beam_pipeline.options import CorpusConfig
-from beam_pipeline.write import staging_dir
+from beam_pipeline.core.records import FILTERED, Outcome, Refusal
+from beam_pipeline.specs import PublishSpec
 
-MANIFEST_NAME = "manifest.json"
-STATS_NAME = "stats.json"
-REJECTS_PREFIX = "rejects/rejects"
-CLASS_INDEX_PREFIX = "class_index/class_index"
+
+class RunRefused(Exception):
+    """The run stopped before writing any shard; ``refusal`` says why."""
+
+    def __init__(self, refusal: Refusal):
+        super().__init__(refusal.message)
+        self.refusal = refusal
 
 
 def _is_reportable(outcome: Outcome) -> bool:
     """Rejects and duplicates go to the rejects files; user-filtered inputs are only counted."""
-    return outcome.status != "filtered"
+    return outcome.status != FILTERED
 
 
 def _status_and_reason(outcome: Outcome):
@@ -48,61 +53,78 @@ def _jsonl_files(lines, label: str, prefix: str):
                                                 shard_name_template="-SSSSS-of-NNNNN")
 
 
-class FinalizeFn(beam.DoFn):
-    """Runs once: write stats.json, publish the staged shards, then write manifest.json."""
+def read_result(output: str) -> dict:
+    """The published manifest.json of a finished run; raises RunRefused when the run was refused."""
+    manifest = paths.join(output, layout.DATASET_MANIFEST)
+    if not FileSystems.exists(manifest):
+        refusal_path = paths.join(layout.staging_dir(output), layout.REFUSAL)
+        with FileSystems.open(refusal_path) as handle:
+            refusal = Refusal(**json.loads(handle.read()))
+        FileSystems.delete([layout.staging_dir(output)])
+        raise RunRefused(refusal)
+    with FileSystems.open(manifest) as handle:
+        return json.loads(handle.read())
 
-    def __init__(self, config: CorpusConfig, options: dict, versions: dict):
-        self._config = config
+
+class FinalizeFn(beam.DoFn):
+    """Runs once: write stats.json, publish the staged shards, then write manifest.json (or the refusal)."""
+
+    def __init__(self, spec: PublishSpec, options: dict, versions: dict):
+        self._spec = spec
         self._options = options
         self._versions = versions
 
-    def process(self, _, shards, counts, discovered, rejects_files, stats, index_files, transform_written):
-        config = self._config
-        output = config.output
+    def process(self, _, shards, counts, discovered, rejects_files, stats, index_files, transform_written,
+                refusals):
+        spec = self._spec
+        output = spec.output
+        if refusals:
+            _write_json(paths.join(layout.staging_dir(output), layout.REFUSAL), dataclasses.asdict(refusals[0]))
+            return
         stats = stats[0] if stats else None
         manifest = build_manifest(
-            task=config.task, num_classes=config.num_classes, ignore_label=config.limits.ignore_label,
-            class_names=config.class_names, shards=[dataclasses.asdict(shard) for shard in shards],
+            task=spec.task, num_classes=spec.num_classes, ignore_label=spec.ignore_label,
+            class_names=spec.class_names, shards=[dataclasses.asdict(shard) for shard in shards],
             outcome_counts=count_outcomes(counts), discovered=discovered, options=self._options,
             versions=self._versions, rejects_files=[self._relative(path) for path in rejects_files],
-            stats=stats, balance={"method": config.balance, "threshold": config.balance_threshold,
-                                  "max_growth": config.max_growth},
+            stats=stats, balance=spec.balance.as_dict(),
             class_index_files=[self._relative(path) for path in index_files])
         if stats:
-            _write_json(paths.join(output, STATS_NAME), stats)
-        staging = staging_dir(output)
+            _write_json(paths.join(output, layout.STATS), stats)
+        staging = layout.staging_dir(output)
         sources = [paths.join(staging, shard.path) for shard in shards]
         if sources:
             FileSystems.rename(sources, [paths.join(output, shard.path) for shard in shards])
-        leftovers = [path for path in (staging, paths.join(output, ".tmp")) if FileSystems.exists(path)]
+        leftovers = [path for path in (staging, layout.temp_dir(output)) if FileSystems.exists(path)]
         if leftovers:
             FileSystems.delete(leftovers)
-        _write_json(paths.join(output, MANIFEST_NAME), manifest)
-        yield paths.join(output, MANIFEST_NAME)
+        _write_json(paths.join(output, layout.DATASET_MANIFEST), manifest)
+        yield paths.join(output, layout.DATASET_MANIFEST)
 
     def _relative(self, path: str) -> str:
-        return paths.relative_to(self._config.output, path) or path
+        return paths.relative_to(self._spec.output, path) or path
 
 
 class PublishOutputs(beam.PTransform):
-    """``manifest_path = (shards, outcomes, discovered, stats, class_index, transform_written) | PublishOutputs(...)``."""
+    """``manifest_path = (shards, outcomes, discovered, stats, class_index, transform_written, refusals)
+    | PublishOutputs(PublishSpec(output, task, ...), options, versions)``."""
 
-    def __init__(self, config: CorpusConfig, options: dict, versions: dict):
+    def __init__(self, spec: PublishSpec, options: dict, versions: dict):
         super().__init__()
-        self._config = config
+        self._spec = spec
         self._options = options
         self._versions = versions
 
     def expand(self, inputs):
-        shards, outcomes, discovered, stats, class_index, transform_written = inputs
-        output = self._config.output
+        shards, outcomes, discovered, stats, class_index, transform_written, refusals = inputs
+        output = self._spec.output
         rejects_files = _jsonl_files(
             outcomes
             | "KeepReportable" >> beam.Filter(_is_reportable)
             | "ToJsonLines" >> beam.Map(_to_json),
             # one JSON object per rejected or duplicate input
-            "WriteRejects", paths.join(output, REJECTS_PREFIX))
-        index_files = _jsonl_files(class_index, "WriteClassIndex", paths.join(output, CLASS_INDEX_PREFIX))
+            "WriteRejects", paths.join(output, layout.REJECTS_PREFIX))
+        index_files = _jsonl_files(class_index, "WriteClassIndex", paths.join(output, layout.CLASS_INDEX_PREFIX))
         counts = (outcomes
                   | "StatusAndReason" >> beam.Map(_status_and_reason)
                   | "CountOutcomes" >> beam.combiners.Count.PerElement())
@@ -110,9 +132,10 @@ class PublishOutputs(beam.PTransform):
         return (shards.pipeline
                 | "Once" >> beam.Create([None])
                 | "PublishShardsAndManifest" >> beam.ParDo(
-                    FinalizeFn(self._config, self._options, self._versions),
+                    FinalizeFn(self._spec, self._options, self._versions),
                     shards=beam.pvalue.AsList(shards), counts=beam.pvalue.AsList(counts),
                     discovered=beam.pvalue.AsSingleton(discovered),
                     rejects_files=beam.pvalue.AsList(rejects_files), stats=beam.pvalue.AsList(stats),
                     index_files=beam.pvalue.AsList(index_files),
-                    transform_written=beam.pvalue.AsList(transform_written)))
+                    transform_written=beam.pvalue.AsList(transform_written),
+                    refusals=beam.pvalue.AsList(refusals)))

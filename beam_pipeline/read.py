@@ -1,133 +1,78 @@
-"""ReadCorpus: discover every input pair, from a manifest or from folders.
+"""ReadCorpus: discover every input pair, from a listing file or from folders.
 
 Output: a PCollection of PairRef (main) and one of Outcome (``rejected``) for
-inputs that cannot form a pair: bad manifest rows, paths outside the root,
+inputs that cannot form a pair: bad listing rows, paths outside the root,
 orphan images and orphan masks. Only paths and metadata travel; no file
-content is read here.
+content is read here. The per-input work is in beam_pipeline/pairs.py.
 """
-
-from typing import Iterator, Union
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from beam_pipeline import io_utils, manifest_input
-from beam_pipeline.core import paths
-from beam_pipeline.core.pairing import class_folder_ref, pair_by_mask_path, row_to_pair
-from beam_pipeline.core.records import Outcome, PairRef
-from beam_pipeline.options import CorpusConfig
-
-REJECTED = "rejected"
-CLASS_FOLDER_GLOB = "*/*"      # one folder per class, relative to the input folder
+from beam_pipeline import pairs
+from beam_pipeline.core.records import Outcome
+from beam_pipeline.metrics import REJECTED_TAG
+from beam_pipeline.specs import DiscoverSpec
 
 
-def manifest_items(manifest_path: str, config: CorpusConfig) -> Iterator[Union[PairRef, Outcome]]:
-    """A PairRef per manifest row, or a rejected Outcome for a bad row, streamed."""
-    root = paths.dirname(manifest_path)
-    for row in manifest_input.iter_rows(manifest_path):
-        ref, outcome = row_to_pair(row, root, config.task, config.allow_outside_root)
-        yield ref if outcome is None else outcome
+def _tagged(item):
+    return beam.pvalue.TaggedOutput(REJECTED_TAG, item) if isinstance(item, Outcome) else item
 
 
-def relative_matches(root: str, pattern: str) -> Iterator[str]:
-    """The path relative to ``root`` of every file matching ``pattern`` (itself relative to ``root``)."""
-    for path, _ in io_utils.match_files(paths.join(root, pattern)):
-        relative = paths.relative_to(root, path)
-        if relative is not None:
-            yield relative
+class DiscoverFn(beam.DoFn):
+    """Source -> PairRef, or a rejected Outcome (listing files, class folders); or (mask path, path) to join."""
+
+    def __init__(self, spec: DiscoverSpec):
+        self._spec = spec
+        self._found = Metrics.counter("ReadCorpus", "discovered")
+
+    def process(self, source: pairs.Source):
+        for item in pairs.discover_source(self._spec, source):
+            self._found.inc()
+            yield _tagged(item)
 
 
-class ReadManifestRowsFn(beam.DoFn):
-    """manifest path -> PairRef per row, or a rejected Outcome for a bad row."""
-
-    def __init__(self, config: CorpusConfig):
-        self._config = config
-        self._rows = Metrics.counter("ReadCorpus", "manifest_rows")
-
-    def process(self, manifest_path: str):
-        for item in manifest_items(manifest_path, self._config):
-            self._rows.inc()
-            if isinstance(item, Outcome):
-                yield beam.pvalue.TaggedOutput(REJECTED, item)
-            else:
-                yield item
-
-
-class MatchRelativeFn(beam.DoFn):
-    """glob (relative to root) -> path relative to root of every matching file."""
-
-    def __init__(self, root: str):
-        self._root = root
-
-    def process(self, pattern: str):
-        yield from relative_matches(self._root, pattern)
-
-
-def _keyed_by_mask_path(image_rel: str, template: str):
-    return paths.render_template(template, image_rel), image_rel
-
-
-def _keyed_by_itself(mask_rel: str):
-    return mask_rel, mask_rel
-
-
-class PairByMaskPathFn(beam.DoFn):
+class JoinOnMaskPathFn(beam.DoFn):
     """(mask path, {images: [...], masks: [...]}) -> PairRef, or orphan Outcomes."""
 
-    def __init__(self, root: str):
-        self._root = root
+    def __init__(self, spec: DiscoverSpec):
+        self._spec = spec
 
     def process(self, element):
         mask_rel, grouped = element
-        for item in pair_by_mask_path(mask_rel, grouped["images"], grouped["masks"], self._root):
-            if isinstance(item, Outcome):
-                yield beam.pvalue.TaggedOutput(REJECTED, item)
-            else:
-                yield item
+        for item in pairs.join_on_mask_path(self._spec, mask_rel, grouped["images"], grouped["masks"]):
+            yield _tagged(item)
 
 
 class ReadCorpus(beam.PTransform):
-    """Discover pairs: ``pairs, rejected = pipeline | ReadCorpus(config)``."""
+    """Discover pairs: ``pairs, rejected = pipeline | ReadCorpus(DiscoverSpec(input, ...))``."""
 
-    def __init__(self, config: CorpusConfig):
+    def __init__(self, spec: DiscoverSpec):
         super().__init__()
-        self._config = config
+        self._spec = spec
 
     def expand(self, pbegin):
-        config = self._config
-        if config.input_format == "manifest":
+        spec = self._spec
+        sources = pairs.sources(spec)
+        if not pairs.joins_on_mask_path(spec):
             outputs = (pbegin
-                       | "ListManifest" >> beam.Create([config.input])
-                       # manifest path
-                       | "ReadManifestRows" >> beam.ParDo(ReadManifestRowsFn(config)).with_outputs(
-                           REJECTED, main="pairs"))
+                       | "ListSources" >> beam.Create(list(sources))
+                       # Source (a listing file, or the class-folder glob)
+                       | "Discover" >> beam.ParDo(DiscoverFn(spec)).with_outputs(REJECTED_TAG, main="pairs"))
                        # PairRef | rejected Outcome
-            return outputs.pairs, outputs[REJECTED]
-        root = config.input_root
-        if config.input_format == "class_folders":
-            pairs = (pbegin
-                     | "ListClassGlob" >> beam.Create([CLASS_FOLDER_GLOB])
-                     | "MatchImages" >> beam.ParDo(MatchRelativeFn(root))
-                     # "<class>/<file>"
-                     | "LabelByFolder" >> beam.Map(class_folder_ref, root=root))
-                     # PairRef
-            return pairs, pbegin | "NoRejects" >> beam.Create([])
+            return outputs.pairs, outputs[REJECTED_TAG]
         images = (pbegin
-                  | "ListImageGlobs" >> beam.Create(list(config.image_globs))
-                  | "MatchImages" >> beam.ParDo(MatchRelativeFn(root))
-                  # image path relative to root
-                  | "KeyImageByMaskPath" >> beam.Map(_keyed_by_mask_path, template=config.mask_template))
-                  # (mask path, image path)
+                  | "ListImageGlobs" >> beam.Create([s for s in sources if s.kind == pairs.IMAGES])
+                  | "MatchImages" >> beam.ParDo(DiscoverFn(spec)))
+                  # (mask path, image path), relative to the root
         masks = (pbegin
-                 | "ListMaskGlob" >> beam.Create([paths.template_glob(config.mask_template)])
-                 | "MatchMasks" >> beam.ParDo(MatchRelativeFn(root))
-                 | "KeyMaskByPath" >> beam.Map(_keyed_by_itself))
+                 | "ListMaskGlob" >> beam.Create([s for s in sources if s.kind == pairs.MASKS])
+                 | "MatchMasks" >> beam.ParDo(DiscoverFn(spec)))
                  # (mask path, mask path)
         outputs = ({"images": images, "masks": masks}
                    | "JoinOnMaskPath" >> beam.CoGroupByKey()
                    # (mask path, {"images": [...], "masks": [...]})
-                   | "PairImagesWithMasks" >> beam.ParDo(PairByMaskPathFn(root)).with_outputs(
-                       REJECTED, main="pairs"))
+                   | "PairImagesWithMasks" >> beam.ParDo(JoinOnMaskPathFn(spec)).with_outputs(
+                       REJECTED_TAG, main="pairs"))
                    # PairRef | rejected Outcome
-        return outputs.pairs, outputs[REJECTED]
-
+        return outputs.pairs, outputs[REJECTED_TAG]

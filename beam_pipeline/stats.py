@@ -1,108 +1,117 @@
-"""ComputeStats: exact train-split statistics with tf.Transform, through TFXIO.
+"""ComputeStats: exact train-split statistics with tf.Transform.
 
-Input: unique ValidPair. The train pairs become small summary Examples (no
-pixels: the encoded bytes are left empty) that TFXIO turns into Arrow record
-batches for ``tft_beam.AnalyzeDataset``. Outputs:
+Input: unique ValidPair. The train pairs' summaries (core.stats.summary_values:
+no pixels, the encoded bytes left empty) are batched straight into Arrow record
+batches of the raw schema, the input of ``tft_beam.AnalyzeDataset``. Outputs:
 
 * ``<output>/transform/``: ``transform_fn/``, ``transformed_metadata/`` and the
   raw ``metadata/``, which ``tft.TFTransformOutput`` loads;
 * a singleton PCollection with the stats dict (also written as stats.json by
-  PublishOutputs), read back from the analysis by transforming one empty
-  example: the totals are the graph's own constants.
+  PublishOutputs). Its totals are read back from the transform graph itself,
+  by transforming one empty row: they are the graph's own constants, so
+  stats.json describes exactly what the graph (and so the trainer) uses.
 """
 
 import apache_beam as beam
+import pyarrow as pa
 import tensorflow_transform.beam as tft_beam
 from tensorflow_transform.tf_metadata import dataset_metadata, schema_utils
 from tfx_bsl.public import tfxio
 
-from beam_pipeline.core import paths
-from beam_pipeline.core.example import bytes_feature, encode_example, int64_feature, summary_example
+from beam_pipeline.core import layout, paths
 from beam_pipeline.core.records import ValidPair
-from beam_pipeline.core.stats import build_stats
-from beam_pipeline.options import CorpusConfig
-from beam_pipeline.preprocessing import SCALAR_TOTALS, STATS_PREFIX, bound_preprocessing_fn, raw_feature_spec
+from beam_pipeline.core.selection import TRAIN
+from beam_pipeline.core.stats import build_stats, summary_values
+from beam_pipeline.preprocessing import (NORMALISATION, SCALAR_TOTALS, STATS_PREFIX, bound_preprocessing_fn,
+                                         raw_feature_spec)
+from beam_pipeline.specs import StatsSpec
 
-TRANSFORM_DIR = "transform"
-STATS_SPLIT = "train"
 _TELEMETRY = ["beam_pipeline", "ComputeStats"]
+MAX_BATCH = 1000        # summaries per record batch
 
 
-def transform_dir(output: str) -> str:
-    return paths.join(output, TRANSFORM_DIR)
+def _is_train(pair: ValidPair) -> bool:
+    return pair.ref.split == TRAIN
 
 
-def _is_stats_split(pair: ValidPair) -> bool:
-    return pair.ref.split == STATS_SPLIT
-
-
-def empty_raw_example(spec: dict) -> bytes:
-    """A raw Example with empty bytes and zero numbers: transforming it reads out the totals."""
+def _empty_values(spec: dict) -> dict:
+    """A raw row of empty bytes and zero numbers: transforming it reads out the totals."""
     values = {}
     for name, feature in spec.items():
         size = feature.shape[0] if feature.shape else 1
-        values[name] = bytes_feature([b""] * size) if feature.dtype.name == "string" else int64_feature([0] * size)
-    return encode_example(values)
+        values[name] = [b""] * size if feature.dtype.name == "string" else [0] * size
+    return values
+
+
+class ToRecordBatchFn(beam.DoFn):
+    """[ValidPair, ...] (or [raw row dict, ...]) -> one pyarrow.RecordBatch of the raw schema."""
+
+    def __init__(self, task: str, arrow_schema: pa.Schema):
+        self._task = task
+        self._schema = arrow_schema
+
+    def process(self, batch):
+        rows = [row if isinstance(row, dict) else summary_values(row, self._task) for row in batch]
+        columns = [pa.array([row[field.name] for row in rows], type=field.type) for field in self._schema]
+        yield pa.RecordBatch.from_arrays(columns, schema=self._schema)
 
 
 class ExtractTotalsFn(beam.DoFn):
-    """Transformed record batch of the empty example -> stats dict (see core/stats.py)."""
+    """Transformed record batch of the empty row -> stats dict (see core/stats.py)."""
 
-    def __init__(self, config: CorpusConfig):
-        self._config = config
+    def __init__(self, spec: StatsSpec):
+        self._spec = spec
 
     def process(self, transformed):
         record_batch, _ = transformed
-        columns = record_batch.to_pydict()
         totals = {}
-        for name, values in columns.items():
-            if name.startswith(STATS_PREFIX):
-                total = name[len(STATS_PREFIX):]
+        for name, values in record_batch.to_pydict().items():
+            total = name[len(STATS_PREFIX):]
+            if name.startswith(STATS_PREFIX) and total not in NORMALISATION:
                 # Every output arrives as a list per example; scalars are lists of one value.
                 totals[total] = values[0][0] if total in SCALAR_TOTALS else values[0]
-        config = self._config
-        yield build_stats(totals, config.task, config.num_classes, config.limits.ignore_label,
-                          config.class_names)
+        spec = self._spec
+        yield build_stats(totals, spec.task, spec.num_classes, spec.ignore_label, spec.class_names)
 
 
 class ComputeStats(beam.PTransform):
-    """``stats, written = unique_pairs | ComputeStats(config, temp_dir)``."""
+    """``stats, written = unique_pairs | ComputeStats(StatsSpec(output, task, num_classes, ...), temp_dir)``."""
 
-    def __init__(self, config: CorpusConfig, temp_dir: str):
+    def __init__(self, spec: StatsSpec, temp_dir: str):
         super().__init__()
-        self._config = config
+        self._spec = spec
         self._temp_dir = temp_dir
 
     def expand(self, pairs):
-        config = self._config
-        spec = raw_feature_spec(config.task, config.num_classes)
-        schema = schema_utils.schema_from_feature_spec(spec)
-        source = tfxio.TFExampleBeamRecord(physical_format="inmem", telemetry_descriptors=_TELEMETRY,
-                                           schema=schema)
-        output = transform_dir(config.output)
+        spec = self._spec
+        feature_spec = raw_feature_spec(spec.task, spec.num_classes)
+        schema = schema_utils.schema_from_feature_spec(feature_spec)
+        # Only for the Arrow schema and tensor representations TFXIO derives from the feature spec; nothing is
+        # read through it.
+        source = tfxio.TFExampleBeamRecord(physical_format="inmem", telemetry_descriptors=_TELEMETRY, schema=schema)
+        to_batches = ToRecordBatchFn(spec.task, source.ArrowSchema())
+        output = layout.transform_dir(spec.output)
         with tft_beam.Context(temp_dir=self._temp_dir, force_tf_compat_v1=False):
             summaries = (pairs
-                         | "KeepTrainSplit" >> beam.Filter(_is_stats_split)
-                         | "ToSummaryExamples" >> beam.Map(summary_example)
-                         # serialized tf.Example without pixels
-                         | "ToRecordBatches" >> source.BeamSource())
-                         # pyarrow.RecordBatch
+                         | "KeepTrainSplit" >> beam.Filter(_is_train)
+                         | "BatchSummaries" >> beam.BatchElements(max_batch_size=MAX_BATCH)
+                         # [ValidPair, ...]
+                         | "ToRecordBatches" >> beam.ParDo(to_batches))
+                         # pyarrow.RecordBatch of the raw features, no pixels
             transform_fn = ((summaries, source.TensorAdapterConfig())
                             | "AnalyzeDataset" >> tft_beam.AnalyzeDataset(
-                                bound_preprocessing_fn(config.task, config.num_classes)))
+                                bound_preprocessing_fn(spec.task, spec.num_classes)))
             # (transform_fn path, transformed metadata)
             written = transform_fn | "WriteTransformFn" >> tft_beam.WriteTransformFn(output)
             raw_written = (dataset_metadata.DatasetMetadata(schema)
                            | "WriteRawMetadata" >> tft_beam.WriteMetadata(
-                               paths.join(output, "metadata"), pipeline=pairs.pipeline))
-            empty_source = tfxio.TFExampleBeamRecord(physical_format="inmem", telemetry_descriptors=_TELEMETRY,
-                                                     schema=schema)
+                               paths.join(output, layout.RAW_METADATA_DIR), pipeline=pairs.pipeline))
             empty = (pairs.pipeline
-                     | "OneEmptyExample" >> beam.Create([empty_raw_example(spec)])
-                     | "EmptyToRecordBatch" >> empty_source.BeamSource())
-            transformed, _ = (((empty, empty_source.TensorAdapterConfig()), transform_fn)
+                     | "OneEmptyRow" >> beam.Create([[_empty_values(feature_spec)]])
+                     | "EmptyToRecordBatch" >> beam.ParDo(to_batches))
+            transformed, _ = (((empty, source.TensorAdapterConfig()), transform_fn)
                               | "ReadOutTotals" >> tft_beam.TransformDataset(output_record_batches=True))
-            # (RecordBatch of the transformed empty example, passthrough)
-            stats = transformed | "BuildStats" >> beam.ParDo(ExtractTotalsFn(config))
+            # (RecordBatch of the transformed empty row, passthrough)
+            stats = transformed | "BuildStats" >> beam.ParDo(ExtractTotalsFn(spec))
             # stats dict
         return stats, (written, raw_written) | "TransformOutputWritten" >> beam.Flatten()

@@ -1,9 +1,9 @@
 """ValidatePairs and DeduplicatePairs.
 
 ValidatePairs reads both files of every pair (bounded by --max_file_bytes),
-decodes them fully and checks them (see core/checks.py). Input: PairRef.
-Output: ValidPair (main) and rejected Outcome (``rejected``), each reason
-counted by a Beam counter ``ValidatePairs:rejected_<reason>``.
+decodes them fully and checks them (beam_pipeline/pairs.py, core/checks.py).
+Input: PairRef. Output: ValidPair (main) and rejected Outcome (``rejected``),
+each reason counted by a Beam counter ``ValidatePairs:rejected_<reason>``.
 
 DeduplicatePairs keeps one pair per content (image digest, mask digest,
 label) and reports the others as duplicates.
@@ -11,58 +11,42 @@ label) and reports the others as duplicates.
 
 import logging
 import time
-from typing import Union
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from beam_pipeline import io_utils
+from beam_pipeline import pairs
 from beam_pipeline.core import reasons
 from beam_pipeline.core.checks import Rejection
-from beam_pipeline.core.records import Outcome, PairRef, ValidPair, pack, unpack
-from beam_pipeline.core.validation import validate_classification, validate_segmentation
-from beam_pipeline.metrics import shuffled
-from beam_pipeline.options import CorpusConfig
+from beam_pipeline.core.records import DUPLICATE, REJECTED, Outcome, PairRef, ValidPair
+from beam_pipeline.metrics import REJECTED_TAG
+from beam_pipeline.shuffle import GroupPackedByKey
+from beam_pipeline.specs import CheckSpec
 
-REJECTED = "rejected"
 PROGRESS_EVERY = 500
 
 _LOG = logging.getLogger(__name__)
 
 
-def check_pair(ref: PairRef, config: CorpusConfig) -> Union[ValidPair, Rejection]:
-    """Read both files of ``ref`` (bounded by --max_file_bytes) and check them."""
-    bytes_read = Metrics.counter("ValidatePairs", "bytes_read")
-    image_bytes = io_utils.read_bytes(ref.image, config.max_file_bytes, "image")
-    if isinstance(image_bytes, Rejection):
-        return image_bytes
-    bytes_read.inc(len(image_bytes))
-    if config.task == "classification":
-        return validate_classification(ref, image_bytes, config.limits, config.class_names)
-    mask_bytes = io_utils.read_bytes(ref.mask, config.max_file_bytes, "mask")
-    if isinstance(mask_bytes, Rejection):
-        return mask_bytes
-    bytes_read.inc(len(mask_bytes))
-    return validate_segmentation(ref, image_bytes, mask_bytes, config.limits, config.sample_points_per_class)
-
-
 class ValidatePairFn(beam.DoFn):
     """PairRef -> ValidPair, or a rejected Outcome with a reason code."""
 
-    def __init__(self, config: CorpusConfig):
-        self._config = config
+    def __init__(self, spec: CheckSpec):
+        self._spec = spec
         self._valid = Metrics.counter("ValidatePairs", "valid")
+        self._bytes_read = Metrics.counter("ValidatePairs", "bytes_read")
 
     def setup(self):
         self._seen = 0
         self._started = time.monotonic()
 
     def process(self, ref: PairRef):
-        result = check_pair(ref, self._config)
+        result, bytes_read = pairs.check(ref, self._spec)
+        self._bytes_read.inc(bytes_read)
         self._progress()
         if isinstance(result, Rejection):
             Metrics.counter("ValidatePairs", f"rejected_{result.reason}").inc()
-            yield beam.pvalue.TaggedOutput(REJECTED, Outcome.for_ref(ref, "rejected", result.reason, result.detail))
+            yield beam.pvalue.TaggedOutput(REJECTED_TAG, Outcome.for_ref(ref, REJECTED, result.reason, result.detail))
         else:
             self._valid.inc()
             yield result
@@ -72,25 +56,25 @@ class ValidatePairFn(beam.DoFn):
         if self._seen % PROGRESS_EVERY == 0:
             elapsed = time.monotonic() - self._started
             _LOG.info("ValidatePairs: this worker checked %d pairs (%.1f pairs/s)",
-                         self._seen, self._seen / max(elapsed, 1e-9))
+                      self._seen, self._seen / max(elapsed, 1e-9))
 
 
 class ValidatePairs(beam.PTransform):
-    """``valid, rejected = refs | ValidatePairs(config)``."""
+    """``valid, rejected = refs | ValidatePairs(CheckSpec(task, limits, ...))``."""
 
-    def __init__(self, config: CorpusConfig):
+    def __init__(self, spec: CheckSpec):
         super().__init__()
-        self._config = config
+        self._spec = spec
 
     def expand(self, refs):
-        outputs = refs | "CheckPairs" >> beam.ParDo(ValidatePairFn(self._config)).with_outputs(
-            REJECTED, main="valid")
+        outputs = refs | "CheckPairs" >> beam.ParDo(ValidatePairFn(self._spec)).with_outputs(
+            REJECTED_TAG, main="valid")
         # ValidPair | rejected Outcome
-        return outputs.valid, outputs[REJECTED]
+        return outputs.valid, outputs[REJECTED_TAG]
 
 
 def _by_content(pair: ValidPair):
-    return pair.content_key, shuffled(pack(pair))
+    return pair.content_key, pair
 
 
 def _first_wins_order(pair: ValidPair):
@@ -102,13 +86,13 @@ class KeepFirstFn(beam.DoFn):
 
     def process(self, element):
         _, group = element
-        ordered = sorted((unpack(data) for data in group), key=_first_wins_order)
+        ordered = sorted(group, key=_first_wins_order)
         kept = ordered[0]
         yield kept
         for other in ordered[1:]:
             Metrics.counter("DeduplicatePairs", "duplicates").inc()
-            yield beam.pvalue.TaggedOutput(REJECTED, Outcome.for_ref(
-                other.ref, "duplicate", reasons.DUPLICATE, f"same content as {kept.ref.source_id}"))
+            yield beam.pvalue.TaggedOutput(REJECTED_TAG, Outcome.for_ref(
+                other.ref, DUPLICATE, reasons.DUPLICATE, f"same content as {kept.ref.source_id}"))
 
 
 class DeduplicatePairs(beam.PTransform):
@@ -117,9 +101,9 @@ class DeduplicatePairs(beam.PTransform):
     def expand(self, valid):
         outputs = (valid
                    | "KeyByContent" >> beam.Map(_by_content)
-                   # (content key, packed ValidPair)
-                   | "GroupByContent" >> beam.GroupByKey()
-                   # (content key, [packed ValidPair, ...])
-                   | "KeepFirst" >> beam.ParDo(KeepFirstFn()).with_outputs(REJECTED, main="unique"))
+                   # (content key, ValidPair)
+                   | "GroupByContent" >> GroupPackedByKey()
+                   # (content key, [ValidPair, ...])
+                   | "KeepFirst" >> beam.ParDo(KeepFirstFn()).with_outputs(REJECTED_TAG, main="unique"))
                    # ValidPair | duplicate Outcome
-        return outputs.unique, outputs[REJECTED]
+        return outputs.unique, outputs[REJECTED_TAG]

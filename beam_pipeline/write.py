@@ -1,15 +1,16 @@
 """WriteShards: size shards by bytes, spread examples by stable hash, write TFRecords.
 
-Input: unique ValidPair (with repeat copies and strata when balancing).
-Output: ShardInfo per written shard, rejected Outcomes for pairs whose files
-changed between validation and writing, and class-index lines for the train
-split.
+Input: unique ValidPair (with repeat copies and strata when balancing), and
+the run's refusals (core.records.Refusal: when there is one, nothing is
+written). Output: ShardInfo per written shard, rejected Outcomes for pairs
+whose files changed between validation and writing, and class-index lines for
+the train split.
 
 Only metadata is shuffled. Examples fall into hash buckets; the byte total of
 every (bucket, copy) is packed onto shards (core/sharding.py), keeping the
 copies of one image on different shards. The writer reads each file again,
-checks it against the SHA-256 taken at validation, and writes the records
-itself (one file per shard, no grouping of record bytes) into
+checks it against the SHA-256 taken at validation (pairs.record), and writes
+the records itself (one file per shard, no grouping of record bytes) into
 ``<output>/.staging``; PublishOutputs moves the shards into place.
 """
 
@@ -23,30 +24,21 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
-from beam_pipeline import io_utils
-from beam_pipeline.core import checks, paths, reasons
+from beam_pipeline import pairs
+from beam_pipeline.core import layout, paths
 from beam_pipeline.core.checks import Rejection
-from beam_pipeline.core.example import frame_record, pair_example
-from beam_pipeline.core.hashing import sha256_hex
-from beam_pipeline.core.records import ClassTally, Outcome, ShardInfo, ValidPair, pack, unpack
+from beam_pipeline.core.example import frame_record
+from beam_pipeline.core.records import REJECTED, ClassTally, Outcome, ShardInfo, ValidPair
+from beam_pipeline.core.selection import TRAIN
 from beam_pipeline.core.sharding import (bucket_of, num_shards_for, pack_buckets, record_order, same_images,
                                          shard_file_name)
-from beam_pipeline.metrics import shuffled
-from beam_pipeline.options import CorpusConfig
+from beam_pipeline.metrics import REJECTED_TAG
+from beam_pipeline.shuffle import GroupPackedByKey
+from beam_pipeline.specs import WriteSpec
 
-REJECTED = "rejected"
 CLASS_INDEX = "class_index"
-STAGING_DIR = ".staging"
 READ_AHEAD = 8          # Records read, checked and encoded ahead of the one being written.
 READ_THREADS = 2        # File reads, SHA-256 and zlib release the GIL, so threads overlap them.
-
-
-class BalanceGrowthError(RuntimeError):
-    """Repeat-factor balancing would grow the train split beyond --max_growth."""
-
-
-def staging_dir(output: str) -> str:
-    return paths.join(output, STAGING_DIR)
 
 
 def _bucket_bytes(pair: ValidPair):
@@ -73,76 +65,45 @@ class PackBucketsFn(beam.DoFn):
 
 
 class AssignShardFn(beam.DoFn):
-    """ValidPair -> ((group, shard, num_shards), packed ValidPair); refuses too much growth first."""
+    """ValidPair -> ((group, shard, num_shards), ValidPair); nothing when the run is refused."""
 
-    def __init__(self, max_growth: float):
-        self._max_growth = max_growth
-
-    def process(self, pair: ValidPair, packing, growth):
-        if growth > self._max_growth:
-            raise BalanceGrowthError(
-                f"repeat-factor balancing would grow the train split {growth:.2f}x, above --max_growth "
-                f"{self._max_growth:g}; raise --max_growth or lower --balance_threshold")
+    def process(self, pair: ValidPair, packing, refusals):
+        if refusals:
+            return
         group = pair.shard_group
         shard, shards = packing[(group, bucket_of(pair.ref.key), pair.copy)]
-        yield (group, shard, shards), shuffled(pack(pair))
-
-
-def build_record(pair: ValidPair, config: CorpusConfig):
-    """The serialized example, read again from the source and checked against its digest."""
-    image = _read_verified(pair.ref.image, pair.image_sha256, "image", config.max_file_bytes)
-    if isinstance(image, Rejection):
-        return image
-    if pair.image_converted:
-        image = checks.check_image(image, config.limits).stored
-    if config.task == "classification":
-        return pair_example(pair, image)
-    mask = _read_verified(pair.ref.mask, pair.mask_sha256, "mask", config.max_file_bytes)
-    if isinstance(mask, Rejection):
-        return mask
-    if pair.mask_converted:
-        mask = checks.check_mask(mask, config.limits).stored
-    return pair_example(pair, image, mask)
-
-
-def _read_verified(path: str, expected_sha256: str, what: str, max_file_bytes: int):
-    data = io_utils.read_bytes(path, max_file_bytes, what)
-    if isinstance(data, Rejection):
-        return Rejection(reasons.CHANGED_SINCE_VALIDATION, data.detail)
-    if sha256_hex(data) != expected_sha256:
-        return Rejection(reasons.CHANGED_SINCE_VALIDATION, f"{what} bytes differ from those validated")
-    return data
+        yield (group, shard, shards), pair
 
 
 class WriteShardFn(beam.DoFn):
-    """((group, shard, num_shards), [packed ValidPair, ...]) -> ShardInfo, rejected Outcomes, index lines."""
+    """((group, shard, num_shards), [ValidPair, ...]) -> ShardInfo, rejected Outcomes, index lines."""
 
-    def __init__(self, config: CorpusConfig):
-        self._config = config
+    def __init__(self, spec: WriteSpec):
+        self._spec = spec
         self._records = Metrics.counter("WriteShards", "records_written")
         self._bytes = Metrics.counter("WriteShards", "bytes_written")
 
     def process(self, element):
-        (group, index, num_shards), packed = element
+        (group, index, num_shards), group_pairs = element
         name = shard_file_name(group, index, num_shards)
         digest = hashlib.sha256()
         records = written_bytes = originals = 0
         weight = 0.0
-        tally = ClassTally(self._config.num_classes)
+        tally = ClassTally(self._spec.check.limits.num_classes)
         split = stratum = None
-        ordered = sorted((unpack(data) for data in packed), key=_order_key)
-        with FileSystems.create(paths.join(staging_dir(self._config.output), name)) as handle:
+        ordered = sorted(group_pairs, key=_order_key)
+        with FileSystems.create(paths.join(layout.staging_dir(self._spec.output), name)) as handle:
             for pair, record in self._records_in_order(ordered):
                 split, stratum = pair.ref.split, pair.stratum
                 if isinstance(record, Rejection):
                     Metrics.counter("WriteShards", f"rejected_{record.reason}").inc()
-                    yield beam.pvalue.TaggedOutput(REJECTED, Outcome.for_ref(
-                        pair.ref, "rejected", record.reason, record.detail))
+                    yield beam.pvalue.TaggedOutput(REJECTED_TAG, Outcome.for_ref(
+                        pair.ref, REJECTED, record.reason, record.detail))
                     continue
                 framed = frame_record(record)
                 handle.write(framed)
                 digest.update(framed)
-                if split == "train":
+                if split == TRAIN:
                     for c in pair.present_classes:
                         yield beam.pvalue.TaggedOutput(CLASS_INDEX, json.dumps(
                             {"class": c, "shard": name, "record": records, "source_id": pair.ref.source_id,
@@ -159,15 +120,15 @@ class WriteShardFn(beam.DoFn):
                         class_images=tally.images(), class_pixels=tally.pixels(), ignore_pixels=tally.ignore,
                         stratum=-1 if stratum is None else stratum, repeat_weight=weight)
 
-    def _records_in_order(self, pairs: Iterable[ValidPair]) -> Iterator[Tuple[ValidPair, object]]:
+    def _records_in_order(self, ordered: Iterable[ValidPair]) -> Iterator[Tuple[ValidPair, object]]:
         """(pair, record or Rejection) in the given order, prepared a few records ahead on threads.
 
         At most READ_AHEAD records are in memory at once, whatever the shard size.
         """
         pending = collections.deque()
         with concurrent.futures.ThreadPoolExecutor(max_workers=READ_THREADS) as pool:
-            for pair in pairs:
-                pending.append((pair, pool.submit(build_record, pair, self._config)))
+            for pair in ordered:
+                pending.append((pair, pool.submit(pairs.record, pair, self._spec.check)))
                 if len(pending) >= READ_AHEAD:
                     done, future = pending.popleft()
                     yield done, future.result()
@@ -181,16 +142,16 @@ def _order_key(pair: ValidPair):
 
 
 class WriteShards(beam.PTransform):
-    """``shard_infos, rejected, class_index = pairs | WriteShards(config, growth)``."""
+    """``shard_infos, rejected, class_index = valid | WriteShards(WriteSpec(output, check, ...), refusals)``."""
 
-    def __init__(self, config: CorpusConfig, growth):
+    def __init__(self, spec: WriteSpec, refusals):
         super().__init__()
-        self._config = config
-        self._growth = growth
+        self._spec = spec
+        self._refusals = refusals
 
-    def expand(self, pairs):
+    def expand(self, valid):
         packing = beam.pvalue.AsDict(
-            pairs
+            valid
             | "BucketBytes" >> beam.Map(_bucket_bytes)
             # ((group, bucket, copy), record bytes)
             | "SumBytesPerBucket" >> beam.CombinePerKey(sum)
@@ -198,16 +159,15 @@ class WriteShards(beam.PTransform):
             | "RegroupByGroup" >> beam.Map(_regroup_by_group)
             | "GroupBucketsByGroup" >> beam.GroupByKey()
             # (group, [((bucket, copy), bytes), ...])
-            | "PackBuckets" >> beam.ParDo(PackBucketsFn(self._config.target_shard_bytes)))
+            | "PackBuckets" >> beam.ParDo(PackBucketsFn(self._spec.target_shard_bytes)))
             # ((group, bucket, copy), (shard, num_shards))
-        outputs = (pairs
+        outputs = (valid
                    | "AssignShards" >> beam.ParDo(
-                       AssignShardFn(self._config.max_growth), packing=packing,
-                       growth=beam.pvalue.AsSingleton(self._growth))
-                   # ((group, shard, num_shards), packed ValidPair)
-                   | "GroupByShard" >> beam.GroupByKey()
-                   # ((group, shard, num_shards), [packed ValidPair, ...])
-                   | "WriteShardFiles" >> beam.ParDo(WriteShardFn(self._config)).with_outputs(
-                       REJECTED, CLASS_INDEX, main="shards"))
+                       AssignShardFn(), packing=packing, refusals=beam.pvalue.AsList(self._refusals))
+                   # ((group, shard, num_shards), ValidPair); nothing when the run is refused
+                   | "GroupByShard" >> GroupPackedByKey()
+                   # ((group, shard, num_shards), [ValidPair, ...])
+                   | "WriteShardFiles" >> beam.ParDo(WriteShardFn(self._spec)).with_outputs(
+                       REJECTED_TAG, CLASS_INDEX, main="shards"))
                    # ShardInfo | rejected Outcome | class-index JSON line
-        return outputs.shards, outputs[REJECTED], outputs[CLASS_INDEX]
+        return outputs.shards, outputs[REJECTED_TAG], outputs[CLASS_INDEX]

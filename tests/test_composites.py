@@ -11,14 +11,15 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 from PIL import Image
 
+from beam_pipeline.core import layout
 from beam_pipeline.core.checks import Limits
 from beam_pipeline.core.records import PairRef
 from beam_pipeline.core.selection import parse_split
-from beam_pipeline.options import CorpusConfig
 from beam_pipeline.read import ReadCorpus
 from beam_pipeline.select import SelectSubset
+from beam_pipeline.specs import LISTING, PAIRED, CheckSpec, DiscoverSpec, SelectSpec, WriteSpec
 from beam_pipeline.validate import DeduplicatePairs, ValidatePairs
-from beam_pipeline.write import WriteShards, staging_dir
+from beam_pipeline.write import WriteShards
 
 
 def png(array):
@@ -31,14 +32,7 @@ IMAGE = np.full((4, 6, 3), 90, dtype=np.uint8)
 MASK = np.array([[0, 1, 1, 0, 0, 0]] * 4, dtype=np.uint8)
 
 
-def config(tmp_path, **overrides):
-    values = dict(input=str(tmp_path), output=str(tmp_path / "out"), task="segmentation", input_format="paired",
-                  limits=Limits(num_classes=2), class_names=(), image_globs=("images/*",),
-                  mask_template="masks/{stem}.png", allow_outside_root=False, filter=None, include=(),
-                  exclude=(), sample_fraction=1.0, max_examples=None, split=None, max_file_bytes=10**6,
-                  target_shard_bytes=10**6, overwrite=False)
-    values.update(overrides)
-    return CorpusConfig(**values)
+CHECK = CheckSpec("segmentation", Limits(num_classes=2), max_file_bytes=10**6)
 
 
 @pytest.fixture
@@ -63,7 +57,7 @@ def _reason(outcome):
 
 def test_read_corpus_joins_on_key_and_reports_orphans(folder):
     with TestPipeline() as p:
-        pairs, rejected = p | ReadCorpus(config(folder))
+        pairs, rejected = p | ReadCorpus(DiscoverSpec(str(folder), PAIRED, mask_template="masks/{stem}.png"))
         assert_that(pairs | "Keys" >> beam.Map(_key),
                     equal_to(["images/a.png|masks/a.png", "images/b.png|masks/b.png"]), label="Pairs")
         assert_that(rejected | "Reasons" >> beam.Map(_reason),
@@ -75,7 +69,7 @@ def test_validate_pairs_outputs_valid_and_rejected(folder):
     refs = [PairRef(key=s, source_id=f"images/{s}.png", image=str(folder / "images" / f"{s}.png"),
                     mask=str(folder / "masks" / f"{s}.png")) for s in ("a", "b", "lonely")]
     with TestPipeline() as p:
-        valid, rejected = p | beam.Create(refs) | ValidatePairs(config(folder))
+        valid, rejected = p | beam.Create(refs) | ValidatePairs(CHECK)
         assert_that(valid | "Summaries" >> beam.Map(lambda v: (v.ref.key, v.class_pixels, v.height, v.width)),
                     equal_to([("a", (16, 8), 4, 6)]), label="Valid")
         assert_that(rejected | "Reasons" >> beam.Map(_reason),
@@ -87,9 +81,10 @@ def test_select_subset_filter_cap_and_split(tmp_path):
                     metadata=(("source", "camA" if i % 2 else "camB"), ("split", "train" if i < 8 else "")))
             for i in range(10)]
     from beam_pipeline.core.filter_expr import parse_filter
-    cfg = config(tmp_path, filter=parse_filter("source == 'camA'"), exclude=("images/1.png",), max_examples=3)
+    spec = SelectSpec(parse_split("column"), filter=parse_filter("source == 'camA'"), exclude=("images/1.png",),
+                      max_examples=3)
     with TestPipeline() as p:
-        kept, dropped = p | beam.Create(refs) | SelectSubset(cfg, parse_split("column"))
+        kept, dropped = p | beam.Create(refs) | SelectSubset(spec)
         # camA: 1 3 5 7 9; 1 excluded; 3 of {3, 5, 7, 9} kept by rank; 9 (if kept) has no split.
         assert_that(kept | "Count" >> beam.combiners.Count.Globally() | beam.Map(lambda n: n <= 3),
                     equal_to([True]), label="AtMostThree")
@@ -106,7 +101,7 @@ def test_deduplicate_keeps_smallest_key(folder):
     refs = [PairRef(key=k, source_id=k, image=str(folder / "images" / "a.png"), mask=str(folder / "masks" / "a.png"))
             for k in ("z", "m", "c")]
     with TestPipeline() as p:
-        valid, _ = p | beam.Create(refs) | ValidatePairs(config(folder))
+        valid, _ = p | beam.Create(refs) | ValidatePairs(CHECK)
         unique, duplicates = valid | DeduplicatePairs()
         assert_that(unique | "Kept" >> beam.Map(lambda v: v.ref.key), equal_to(["c"]), label="Kept")
         assert_that(duplicates | "Dups" >> beam.Map(_reason), equal_to([("m", "duplicate"), ("z", "duplicate")]),
@@ -116,10 +111,10 @@ def test_deduplicate_keeps_smallest_key(folder):
 def test_write_shards_reads_back_with_tf_data(folder):
     refs = [PairRef(key=f"k{i}", source_id=f"s{i}", image=str(folder / "images" / "a.png"),
                     mask=str(folder / "masks" / "a.png"), split="train") for i in range(12)]
-    cfg = config(folder, target_shard_bytes=200)
+    spec = WriteSpec(str(folder / "out"), CHECK, target_shard_bytes=200)
     with TestPipeline() as p:
-        valid, _ = p | beam.Create(refs) | ValidatePairs(cfg)
-        shards, changed, index = valid | WriteShards(cfg, growth=p | "NoGrowth" >> beam.Create([1.0]))
+        valid, _ = p | beam.Create(refs) | ValidatePairs(CHECK)
+        shards, changed, index = valid | WriteShards(spec, refusals=p | "NoRefusals" >> beam.Create([]))
         assert_that(index | "IndexedClasses" >> beam.Map(lambda line: json.loads(line)["class"])
                     | beam.combiners.Count.PerElement(), equal_to([(0, 12), (1, 12)]), label="ClassIndex")
         assert_that(shards | beam.Map(lambda s: s.records) | beam.CombineGlobally(sum), equal_to([12]), label="All")
@@ -129,7 +124,7 @@ def test_write_shards_reads_back_with_tf_data(folder):
     ids = {tf.train.Example.FromString(r.numpy()).features.feature["image/source_id"].bytes_list.value[0]
            for r in tf.data.TFRecordDataset([str(f) for f in files])}
     assert ids == {f"s{i}".encode() for i in range(12)}
-    assert staging_dir(cfg.output).endswith(".staging")
+    assert layout.staging_dir(spec.output).endswith(".staging")
 
 
 @pytest.mark.parametrize("suffix", [".csv", ".jsonl", ".parquet"])
@@ -148,9 +143,8 @@ def test_read_corpus_from_manifest_files(tmp_path, suffix):
     else:
         import json
         path.write_text("".join(json.dumps(row) + "\n" for row in table.to_pylist()))
-    cfg = config(tmp_path, input=str(path), input_format="manifest")
     with TestPipeline() as p:
-        pairs, rejected = p | ReadCorpus(cfg)
+        pairs, rejected = p | ReadCorpus(DiscoverSpec(str(path), LISTING))
         assert_that(pairs | "Pairs" >> beam.Map(lambda r: (r.image, r.mask, r.meta()["capture_year"])),
                     equal_to([(str(tmp_path / "images/a.png"), str(tmp_path / "masks/a.png"),
                                "2021" if suffix == ".csv" else 2021)]), label="Pairs")

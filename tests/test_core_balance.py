@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from beam_pipeline.core.balance import (class_repeat_factors, copies_for, expected_growth, flatten_points,
-                                        image_repeat_factor, inverse_sqrt_weights, median_frequency_weights,
-                                        sample_points, unflatten_points)
+from beam_pipeline.core.balance import (class_repeat_factors, copies_for, expected_growth, image_repeat_factor,
+                                        inverse_sqrt_weights, median_frequency_weights)
+from beam_pipeline.core.points import flatten_points, sample_points, unflatten_points
 
 
 def test_median_frequency_weights_hand_worked():

@@ -24,6 +24,8 @@ MASK_ENCODED = "image/segmentation/class/encoded"
 CLASS_LABEL = "image/class/label"
 POINT_CLASSES = "image/segmentation/class/sample_points/class"
 POINT_YX = "image/segmentation/class/sample_points/yx"
+STATS_MEAN = "stats/image_mean"          # tf.Transform graph outputs: what it normalises images by
+STATS_STD = "stats/image_std"
 PROBE_TOLERANCE = 1e-5   # Largest difference to the graph's normalised pixels accepted on the probe record.
 
 
@@ -66,16 +68,9 @@ def shard_for_pipeline(files: Sequence[str], num_pipelines: int = 1, pipeline_id
 
 
 def graph_normalisation(transformed) -> Tuple[tf.Tensor, tf.Tensor]:
-    """Per-channel mean and std (float32 [3]) by which the tf.Transform graph normalises images.
-
-    From the graph's own ``stats/`` outputs (the dataset totals), with the formula of the pipeline's
-    ``preprocessing_fn``; the Decoder checks the result against the graph's pixels.
-    """
-    pixels = tf.maximum(tf.cast(transformed["stats/pixels"][0], tf.float64), 1.0)
-    mean = tf.cast(transformed["stats/channel_sum"][0], tf.float64) / pixels
-    variance = tf.cast(transformed["stats/channel_sum_squares"][0], tf.float64) / pixels - tf.square(mean)
-    std = tf.maximum(tf.sqrt(tf.maximum(variance, 0.0)), 1e-6)
-    return tf.cast(mean, tf.float32), tf.cast(std, tf.float32)
+    """Per-channel mean and std (float32 [3]) by which the tf.Transform graph normalises images: its own
+    ``stats/image_mean`` and ``stats/image_std`` outputs (the Decoder checks them against its pixels)."""
+    return transformed[STATS_MEAN][0], transformed[STATS_STD][0]
 
 
 class Decoder:
@@ -143,8 +138,9 @@ class Decoder:
         """Decode ``serialized`` both ways; keep the graph's mean and std when the values agree."""
         parsed = tf.io.parse_single_example(serialized, self._spec)
         transformed = self._transform_parsed(parsed)
-        if not {"stats/pixels", "stats/channel_sum", "stats/channel_sum_squares"} <= set(transformed):
-            _LOG.warning("the tf.Transform graph has no stats/ outputs: decoding through it (slower)")
+        if not {STATS_MEAN, STATS_STD} <= set(transformed):
+            _LOG.warning("the tf.Transform graph has no %s and %s outputs: decoding through it (slower)",
+                         STATS_MEAN, STATS_STD)
             return False
         graph = self._decode_with_graph(parsed, transformed)
         self._mean, self._std = graph_normalisation(transformed)

@@ -80,20 +80,27 @@ class MaskCheck:
     values: Optional[np.ndarray] = dataclasses.field(default=None, compare=False, repr=False)
 
 
-def _open(data: bytes, allowed: Tuple[str, ...], max_pixels: int, what: str) -> Union[Image.Image, Rejection]:
-    """Open ``data`` and check its format (by content) and pixel count before decoding."""
+def _header(data: bytes, what: str) -> Union[Image.Image, Rejection]:
+    """Open ``data``: read its header only, nothing is decoded yet."""
     if not data:
         return Rejection(reasons.EMPTY_FILE, f"{what} file is empty")
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-            image = Image.open(io.BytesIO(data))
+            return Image.open(io.BytesIO(data))
     except Image.DecompressionBombError as error:
         return Rejection(reasons.TOO_MANY_PIXELS, f"{what}: {error}")
     except Image.UnidentifiedImageError:
         return Rejection(reasons.UNDECODABLE, f"{what} is not a recognised image format")
     except _DECODE_ERRORS as error:
         return Rejection(reasons.UNDECODABLE, f"{what} header: {error}")
+
+
+def _open(data: bytes, allowed: Tuple[str, ...], max_pixels: int, what: str) -> Union[Image.Image, Rejection]:
+    """Open ``data`` and check its format (by content) and pixel count before decoding."""
+    image = _header(data, what)
+    if isinstance(image, Rejection):
+        return image
     fmt = format_name(image)
     if fmt not in allowed:
         return Rejection(reasons.FORMAT_NOT_ALLOWED, f"{what} is {fmt} by content; allowed: {', '.join(allowed)}")
@@ -239,6 +246,31 @@ def check_mask(data: bytes, limits: Limits) -> Union[MaskCheck, Rejection]:
     class_pixels, ignore = histogram
     stored = None if image.mode == "L" else encode_png(values.astype(np.uint8))
     return MaskCheck(image.height, image.width, class_pixels, ignore, stored, values)
+
+
+def _decoded(data: bytes, what: str) -> Union[Image.Image, Rejection]:
+    image = _header(data, what)
+    if isinstance(image, Rejection):
+        return image
+    return _load(image, what) or image
+
+
+def stored_image(data: bytes) -> Union[bytes, Rejection]:
+    """The bytes :func:`check_image` stores for an image it converted, without its checks and sums.
+
+    For the writer, whose ``data`` has the digest of the validated file: only the
+    decode and the conversion run again.
+    """
+    image = _decoded(data, "image")
+    rgb = image if isinstance(image, Rejection) else to_rgb(image)
+    return rgb if isinstance(rgb, Rejection) else encode_png(rgb)
+
+
+def stored_mask(data: bytes) -> Union[bytes, Rejection]:
+    """The bytes :func:`check_mask` stores for a mask it converted (8-bit grey PNG), without its checks."""
+    image = _decoded(data, "mask")
+    values = image if isinstance(image, Rejection) else mask_values(image)
+    return values if isinstance(values, Rejection) else encode_png(values.astype(np.uint8))
 
 
 def check_same_size(image: ImageCheck, mask: MaskCheck) -> Optional[Rejection]:

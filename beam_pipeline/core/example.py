@@ -14,7 +14,8 @@ import google_crc32c
 import numpy as np
 
 from beam_pipeline.core import features as f
-from beam_pipeline.core.balance import unflatten_points
+from beam_pipeline.core.checks import Rejection, stored_image, stored_mask
+from beam_pipeline.core.points import unflatten_points
 
 FeatureValue = Union[bytes, str, int, float, Sequence[int], Sequence[float], Sequence[bytes]]
 
@@ -105,9 +106,21 @@ def pair_example(pair, image: bytes, mask: bytes = b"") -> bytes:
     return encode_example(_pair_features(pair, image, mask))
 
 
-def summary_example(pair) -> bytes:
-    """The same features without the encoded bytes: the input of the tf.Transform analysis."""
-    return encode_example(_pair_features(pair, b"", b""))
+def pair_record(pair, image: bytes, mask: bytes = b"") -> Union[bytes, Rejection]:
+    """The serialized example of a ValidPair from its source files' bytes.
+
+    An image or mask that validation converted is converted again the same way
+    (checks.stored_image, stored_mask: decoding only, no checks and no sums); the
+    others are stored as read.
+    """
+    if pair.image_converted:
+        image = stored_image(image)
+    if pair.mask_converted:
+        mask = stored_mask(mask)
+    for stored in (image, mask):
+        if isinstance(stored, Rejection):
+            return stored
+    return pair_example(pair, image, mask)
 
 
 def _pair_features(pair, image: bytes, mask: bytes) -> Dict[str, bytes]:

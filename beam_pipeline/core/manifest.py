@@ -5,6 +5,8 @@ from typing import Dict, Iterable, List, Optional, Tuple
 
 from beam_pipeline.core import features
 from beam_pipeline.core.balance import class_repeat_factors, presence_counts
+from beam_pipeline.core.records import DUPLICATE, FILTERED, REJECTED
+from beam_pipeline.core.selection import TRAIN
 
 FORMAT_VERSION = 1
 _SHARD_FIELDS = ("path", "records", "bytes", "sha256", "class_images")
@@ -120,9 +122,9 @@ def build_manifest(*, task: str, num_classes: int, ignore_label, class_names, sh
                    balance: Optional[dict] = None, class_index_files: Iterable[str] = ()) -> dict:
     """The manifest as a JSON-ready dict; raises CountsDoNotReconcile when the books do not balance."""
     splits = summarise_splits(shards, task, num_classes)
-    filtered = outcome_counts.get("filtered", {})
-    rejected = outcome_counts.get("rejected", {})
-    duplicates = sum(outcome_counts.get("duplicate", {}).values())
+    filtered = outcome_counts.get(FILTERED, {})
+    rejected = outcome_counts.get(REJECTED, {})
+    duplicates = sum(outcome_counts.get(DUPLICATE, {}).values())
     written = sum(entry["num_images"] for entry in splits.values())
     accounted = sum(filtered.values()) + sum(rejected.values()) + duplicates + written
     if accounted != discovered:
@@ -145,7 +147,7 @@ def build_manifest(*, task: str, num_classes: int, ignore_label, class_names, sh
         },
         "splits": splits,
         "statistics": statistics_summary(stats),
-        "balance": balance_summary(balance or {"method": "none"}, stats, splits.get("train"), task),
+        "balance": balance_summary(balance or {"method": "none"}, stats, splits.get(TRAIN), task),
         "class_index": sorted(class_index_files),
         "features": feature_description(task),
         "rejects": sorted(rejects_files),

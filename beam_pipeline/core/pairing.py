@@ -1,4 +1,4 @@
-"""Turning discovered files and manifest rows into PairRefs, joined by key.
+"""Turning discovered files and listing rows into PairRefs, joined by key.
 
 Pairs are never formed by sorted position: an image and its mask meet on a
 key (the mask path the image's template renders), so a missing file leaves
@@ -9,7 +9,7 @@ import posixpath
 from typing import Iterable, Iterator, Optional, Tuple, Union
 
 from beam_pipeline.core import paths, reasons
-from beam_pipeline.core.records import Outcome, PairRef
+from beam_pipeline.core.records import REJECTED, Outcome, PairRef
 
 
 def _text(value) -> Optional[str]:
@@ -21,13 +21,13 @@ def _text(value) -> Optional[str]:
 
 def row_to_pair(row: dict, root: str, task: str,
                 allow_outside_root: bool) -> Tuple[Optional[PairRef], Optional[Outcome]]:
-    """One manifest row as a PairRef, or as a rejection (missing values, path outside the root)."""
+    """One listing row as a PairRef, or as a rejection (missing values, path outside the root)."""
     image = _text(row.get("image"))
     second_column = "mask" if task == "segmentation" else "label"
     second = _text(row.get(second_column))
     if image is None or second is None:
         missing = "image" if image is None else second_column
-        return None, Outcome("rejected", reasons.BAD_MANIFEST_ROW, f"row has no {missing} value",
+        return None, Outcome(REJECTED, reasons.BAD_LISTING_ROW, f"row has no {missing} value",
                              key=f"{image}|{second}", image=image,
                              mask=second if task == "segmentation" else None,
                              label=second if task == "classification" else None)
@@ -36,7 +36,7 @@ def row_to_pair(row: dict, root: str, task: str,
     key = image if task == "classification" else f"{image}|{second}"
     if not allow_outside_root and not (image_inside and mask_inside):
         outside = image if not image_inside else second
-        return None, Outcome("rejected", reasons.PATH_OUTSIDE_ROOT,
+        return None, Outcome(REJECTED, reasons.PATH_OUTSIDE_ROOT,
                              f"{outside!r} leaves the manifest folder {root} (allow with --allow_outside_root)",
                              key=key, image=image_path, mask=mask_path,
                              label=second if task == "classification" else None)
@@ -59,13 +59,13 @@ def pair_by_mask_path(mask_rel: str, image_rels: Iterable[str], mask_rels: Itera
     mask_path = paths.join(root, mask_rel)
     if not images:
         for rel in found:
-            yield Outcome("rejected", reasons.ORPHAN_MASK, "no image renders this mask path",
+            yield Outcome(REJECTED, reasons.ORPHAN_MASK, "no image renders this mask path",
                           key=f"|{rel}", image=None, mask=paths.join(root, rel))
         return
     for image_rel in images:
         image_path = paths.join(root, image_rel)
         if not found:
-            yield Outcome("rejected", reasons.ORPHAN_IMAGE, f"no mask at {mask_rel}",
+            yield Outcome(REJECTED, reasons.ORPHAN_IMAGE, f"no mask at {mask_rel}",
                           key=f"{image_rel}|{mask_rel}", image=image_path, mask=mask_path)
             continue
         folder = posixpath.basename(posixpath.dirname(image_rel))

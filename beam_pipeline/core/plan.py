@@ -10,20 +10,21 @@ import dataclasses
 from typing import Dict, List, Mapping, Sequence
 
 from beam_pipeline.core.balance import class_repeat_factors, expected_growth, image_repeat_factor
+from beam_pipeline.core.records import VALID
+from beam_pipeline.core.selection import TRAIN
 from beam_pipeline.core.sharding import num_shards_for
 
 # Work the pipeline does per pair beyond what the sample measures (validation, the re-read,
 # the digest and the encoding): Beam's per-element overhead, the shuffles and tf.Transform.
-# bench/pipeline_throughput.py measures the minimal loop at 0.86 of the pipeline's marginal
-# speed, so the pipeline costs about 1/0.86 = 1.16 of it; 1.25 leaves room for slower I/O.
+# How it was measured and chosen: README, "Planning a large run".
 PIPELINE_OVERHEAD = 1.25
 # Each pair crosses three shuffles as metadata: the spread over workers (PairRef), the
 # grouping by content for deduplication and the grouping by shard (ValidPair each).
 SHUFFLES_OF_REF = 1
 SHUFFLES_OF_PAIR = 2
 # An SDK worker peaks above a process that only loads the same libraries and checks the same
-# pairs (Beam's bundle buffers, tf.Transform's record batches): bench/plan_accuracy.py measured
-# 836 MB against 697 MB at 2,000 pairs and 925 MB against 699 MB at 8,000, so 1.35.
+# pairs (Beam's bundle buffers, tf.Transform's record batches); measured with bench/plan_accuracy.py
+# (README, "Planning a large run").
 MEMORY_HEADROOM = 1.35
 WRITER_READ_AHEAD = 2        # write.READ_THREADS: records read ahead while a shard is written
 
@@ -32,7 +33,7 @@ WRITER_READ_AHEAD = 2        # write.READ_THREADS: records read ahead while a sh
 class PairSample:
     """What measuring one sampled pair gave."""
     split: str
-    status: str                 # "valid" or "rejected"
+    status: str                 # VALID or REJECTED (core/records.py)
     reason: str                 # Reject reason, "" when valid.
     file_bytes: int             # Bytes of the image and mask files read.
     record_bytes: int           # Bytes of its TFRecord record (0 when rejected).
@@ -55,18 +56,18 @@ def estimate(*, discovered: int, selected_by_split: Mapping[str, int], samples: 
              sample_worker_rss_bytes: int) -> dict:
     """Estimates for the full run; see README "Planning a large run" for each formula."""
     selected = sum(selected_by_split.values())
-    valid = [s for s in samples if s.status == "valid"]
+    valid = [s for s in samples if s.status == VALID]
     valid_share = len(valid) / len(samples) if samples else 0.0
     reject_reasons: Dict[str, int] = {}
     for s in samples:
-        if s.status != "valid":
+        if s.status != VALID:
             reject_reasons[s.reason] = reject_reasons.get(s.reason, 0) + 1
     record_bytes = _mean([s.record_bytes for s in valid])
     pair_bytes = _mean([s.pair_bytes for s in valid])
-    growth = _train_growth([s for s in valid if s.split == "train"], balance, balance_threshold, num_classes)
+    growth = _train_growth([s for s in valid if s.split == TRAIN], balance, balance_threshold, num_classes)
     splits = {}
     for split, count in sorted(selected_by_split.items()):
-        records = count * valid_share * (growth if split == "train" else 1.0)
+        records = count * valid_share * (growth if split == TRAIN else 1.0)
         total = records * record_bytes
         shards = num_shards_for(int(total), target_shard_bytes) if records >= 1 else 0
         splits[split] = {"records": round(records), "bytes": round(total), "shards": shards,

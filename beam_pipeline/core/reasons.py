@@ -20,8 +20,8 @@ SIZE_MISMATCH = "size_mismatch"          # Image and mask differ in height or wi
 UNKNOWN_LABEL = "unknown_label"          # Classification label not among the classes.
 ORPHAN_IMAGE = "orphan_image"            # Paired folders: an image without a mask.
 ORPHAN_MASK = "orphan_mask"              # Paired folders: a mask without an image.
-PATH_OUTSIDE_ROOT = "path_outside_root"  # A manifest path escapes the manifest's folder.
-BAD_MANIFEST_ROW = "bad_manifest_row"    # A manifest row without the required values.
+PATH_OUTSIDE_ROOT = "path_outside_root"  # A listing path escapes the listing's folder.
+BAD_LISTING_ROW = "bad_manifest_row"     # A listing row without the required values (a stable code).
 FILTER_ERROR = "filter_error"            # --filter could not be evaluated on this row.
 CHANGED_SINCE_VALIDATION = "changed_since_validation"  # Bytes at write time differ from validation.
 
@@ -29,7 +29,7 @@ REJECT_REASONS = (
     MISSING_FILE, UNREADABLE, EMPTY_FILE, FILE_TOO_LARGE, UNDECODABLE, TRUNCATED,
     FORMAT_NOT_ALLOWED, TOO_MANY_PIXELS, UNSUPPORTED_MODE, MASK_NOT_SINGLE_CHANNEL,
     MASK_VALUE_OUT_OF_RANGE, SIZE_MISMATCH, UNKNOWN_LABEL, ORPHAN_IMAGE, ORPHAN_MASK,
-    PATH_OUTSIDE_ROOT, BAD_MANIFEST_ROW, FILTER_ERROR, CHANGED_SINCE_VALIDATION,
+    PATH_OUTSIDE_ROOT, BAD_LISTING_ROW, FILTER_ERROR, CHANGED_SINCE_VALIDATION,
 )
 
 # Not a rejection: a valid pair whose content was already written under another key.

@@ -12,9 +12,15 @@ from typing import Optional, Tuple
 
 Metadata = Tuple[Tuple[str, object], ...]
 
+# Outcome.status: what happened to a discovered input that is not written.
+REJECTED = "rejected"        # the input is bad (a reason code from reasons.py)
+FILTERED = "filtered"        # left out by the user's own selection
+DUPLICATE = "duplicate"      # valid, but its content is written under another key
+VALID = "valid"              # (--plan samples only) the pair would be written
+
 
 def pack(record) -> bytes:
-    """A record as one bytes value, for the values of a GroupByKey.
+    """A record as one bytes value, for the values of a shuffle (see beam_pipeline/shuffle.py).
 
     Beam's DirectRunner engine keeps every grouped value as a decoded Python
     object until the group is read; one bytes object per record is several
@@ -59,22 +65,18 @@ class PairRef(_CompactPickle):
     mask: Optional[str] = None        # Segmentation only.
     label: Optional[str] = None       # Classification only: a class name or id, as given.
     metadata: Metadata = ()           # Manifest columns other than image/mask/label.
-    split: Optional[str] = None       # Set by AssignSplits.
+    split: Optional[str] = None       # Set by the selection (which also drops the metadata).
 
     def meta(self) -> dict:
         return dict(self.metadata)
-
-    def without_metadata(self) -> "PairRef":
-        """The ref as validation needs it: the metadata was only for selection."""
-        return dataclasses.replace(self, metadata=()) if self.metadata else self
 
 
 @dataclasses.dataclass(frozen=True)
 class Outcome(_CompactPickle):
     """What happened to one discovered input that is not written.
 
-    ``status`` is ``rejected``, ``filtered`` or ``duplicate``; ``reason`` a code
-    from :mod:`reasons`. This is also the row format of the rejects files.
+    ``status`` is REJECTED, FILTERED or DUPLICATE; ``reason`` a code from
+    :mod:`reasons`. This is also the row format of the rejects files.
     """
     status: str
     reason: str
@@ -167,6 +169,13 @@ class ShardInfo(_CompactPickle):
     ignore_pixels: int = 0
     stratum: int = -1
     repeat_weight: float = 0.0           # Sum of the records' repeat factors (strata weights).
+
+
+@dataclasses.dataclass(frozen=True)
+class Refusal:
+    """Why a run stops before any shard is written (a gate failed); the launcher reports ``message``."""
+    gate: str                             # which check refused: "max_growth", ...
+    message: str                          # one line for the user
 
 
 class ClassTally:

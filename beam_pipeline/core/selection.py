@@ -1,10 +1,15 @@
-"""Choosing the subset: sampling and split assignment, by stable hash of the key."""
+"""Choosing the subset: the user's filters, sampling and split assignment, by stable hash of the key."""
 
 import dataclasses
 from typing import Mapping, Optional, Tuple
 
+from beam_pipeline.core import reasons
+from beam_pipeline.core.filter_expr import FilterEvalError, FilterExpression
 from beam_pipeline.core.hashing import unit_interval
+from beam_pipeline.core.paths import matches_any
+from beam_pipeline.core.records import FILTERED, REJECTED, Outcome, PairRef
 
+TRAIN = "train"         # The split that statistics, balancing and the class index are computed on.
 SAMPLE_SALT = "sample"
 SPLIT_SALT = "split"
 
@@ -71,3 +76,34 @@ def assign_split(spec: SplitSpec, key: str, metadata: Mapping[str, object], fold
         if point < cumulative:
             return name
     return spec.fractions[-1][0]
+
+
+def excluded(ref: PairRef, include: Tuple[str, ...], exclude: Tuple[str, ...],
+             expression: Optional[FilterExpression], sample_fraction: float) -> Optional[Outcome]:
+    """Why --include, --exclude, --filter or --sample_fraction leave ``ref`` out, or None when it stays."""
+    if include and not matches_any(ref.source_id, include):
+        return Outcome.for_ref(ref, FILTERED, reasons.FILTERED_BY_INCLUDE, "matches no --include glob")
+    if exclude and matches_any(ref.source_id, exclude):
+        return Outcome.for_ref(ref, FILTERED, reasons.FILTERED_BY_EXCLUDE, "matches an --exclude glob")
+    if expression is not None:
+        row = ref.meta()
+        row.update(image=ref.source_id, mask=ref.mask, label=ref.label)
+        try:
+            keep = expression(row)
+        except FilterEvalError as error:
+            return Outcome.for_ref(ref, REJECTED, reasons.FILTER_ERROR, f"--filter on this row: {error}")
+        if not keep:
+            return Outcome.for_ref(ref, FILTERED, reasons.FILTERED_BY_EXPRESSION, "--filter is false")
+    if not keep_in_sample(ref.key, sample_fraction):
+        return Outcome.for_ref(ref, FILTERED, reasons.FILTERED_BY_SAMPLING, "not in the --sample_fraction sample")
+    return None
+
+
+def with_split(ref: PairRef, spec: SplitSpec) -> Tuple[Optional[PairRef], Optional[Outcome]]:
+    """``ref`` with its split and without its metadata (only selection needs it), or a rejected Outcome."""
+    metadata = ref.meta()
+    split = assign_split(spec, ref.key, metadata, metadata.get("folder", ""))
+    if split is None:
+        return None, Outcome.for_ref(ref, REJECTED, reasons.BAD_LISTING_ROW,
+                                     f"no split ({spec.mode} {spec.column_name})")
+    return dataclasses.replace(ref, split=split, metadata=()), None

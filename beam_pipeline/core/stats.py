@@ -1,13 +1,29 @@
-"""stats.json from the exact totals that tf.Transform computed.
+"""The statistics' input and output: one pair's summary for tf.Transform, and stats.json from its totals.
 
-Pure: takes integer totals, returns a JSON-ready dict with shares, the image
-mean and standard deviation per channel, and both kinds of class weights.
+Pure: :func:`summary_values` gives the raw features the analysis reads (no
+pixels); :func:`build_stats` takes the integer totals and returns a JSON-ready
+dict with shares, the image mean and standard deviation per channel, and both
+kinds of class weights.
 """
 
 import math
-from typing import Dict, Sequence
+from typing import Dict, List, Sequence
 
+from beam_pipeline.core import features as f
 from beam_pipeline.core.balance import inverse_sqrt_weights, median_frequency_weights
+from beam_pipeline.core.selection import TRAIN
+
+
+def summary_values(pair, task: str) -> Dict[str, List]:
+    """The raw features of one ValidPair as the analysis reads them: its summaries, empty encoded bytes."""
+    values = {f.IMAGE_ENCODED: [b""], f.IMAGE_HEIGHT: [pair.height], f.IMAGE_WIDTH: [pair.width],
+              f.CHANNEL_SUM: list(pair.channel_sum), f.CHANNEL_SUM_SQUARES: list(pair.channel_sum_squares)}
+    if task == "classification":
+        values[f.CLASS_LABEL] = [pair.label]
+    else:
+        values.update({f.MASK_ENCODED: [b""], f.CLASS_PIXELS: list(pair.class_pixels),
+                       f.IGNORE_PIXELS: [pair.ignore_pixels]})
+    return values
 
 
 def channel_moments(channel_sum: Sequence[int], channel_sum_squares: Sequence[int], pixels: int):
@@ -26,7 +42,7 @@ def build_stats(totals: Dict[str, object], task: str, num_classes: int, ignore_l
     pixels = int(totals["pixels"])
     means, stds = channel_moments(totals["channel_sum"], totals["channel_sum_squares"], pixels)
     stats = {
-        "split": "train",
+        "split": TRAIN,
         "task": task,
         "num_classes": num_classes,
         "class_names": names,

@@ -3,7 +3,7 @@
 from typing import Tuple, Union
 
 from beam_pipeline.core import checks
-from beam_pipeline.core.balance import flatten_points, sample_points
+from beam_pipeline.core.points import flatten_points, sample_points
 from beam_pipeline.core.checks import Limits, Rejection
 from beam_pipeline.core.hashing import sha256_hex
 from beam_pipeline.core.records import PairRef, ValidPair

@@ -1,0 +1,194 @@
+"""The checked options: CorpusConfig, and the small per-stage specs built from it.
+
+:func:`to_config` checks the command line's CorpusOptions and turns them into
+the frozen :class:`CorpusConfig`; each stage gets only its spec (specs.py).
+"""
+
+import dataclasses
+from typing import Optional, Tuple
+
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from beam_pipeline.core import paths
+from beam_pipeline.core.checks import Limits
+from beam_pipeline.core.filter_expr import FilterExpression, parse_filter
+from beam_pipeline.core.selection import SplitSpec, parse_split
+from beam_pipeline.options import CorpusOptions, CorpusOptionsError, csv_list
+from beam_pipeline.specs import (CLASS_FOLDERS, LISTING, PAIRED, BalanceSpec, CheckSpec, DiscoverSpec, PublishSpec,
+                                 SelectSpec, StatsSpec, WriteSpec)
+
+LISTING_SUFFIXES = (".csv", ".jsonl", ".json", ".parquet")
+INPUT_FORMAT_ALIASES = {"manifest": LISTING}     # the command line's older name for a listing file
+
+
+@dataclasses.dataclass(frozen=True)
+class CorpusConfig:
+    """The checked options, as used by the composites. Picklable."""
+    input: str
+    output: str
+    task: str
+    input_format: str                       # listing | paired | class_folders (specs.py)
+    limits: Limits
+    class_names: Tuple[str, ...]
+    image_globs: Tuple[str, ...]
+    mask_template: Optional[str]
+    allow_outside_root: bool
+    filter: Optional[FilterExpression]
+    include: Tuple[str, ...]
+    exclude: Tuple[str, ...]
+    sample_fraction: float
+    max_examples: Optional[int]
+    split: Optional[SplitSpec]              # None: decided from the listing's columns ("auto").
+    max_file_bytes: int
+    target_shard_bytes: int
+    overwrite: bool
+    sample_points_per_class: int = 8
+    compute_stats: bool = True
+    balance: str = "repeat_factor"
+    balance_threshold: float = 0.5
+    max_growth: float = 2.0
+    allow_local_paths: bool = False
+
+    @property
+    def num_classes(self) -> int:
+        return self.limits.num_classes
+
+    @property
+    def input_root(self) -> str:
+        """The folder that relative paths and globs are taken against."""
+        return self.discover_spec().root
+
+    def as_dict(self) -> dict:
+        out = dataclasses.asdict(self)
+        out["filter"] = self.filter.text if self.filter else None
+        return out
+
+    def discover_spec(self) -> DiscoverSpec:
+        return DiscoverSpec(input=self.input, input_format=self.input_format, task=self.task,
+                            image_globs=self.image_globs, mask_template=self.mask_template,
+                            allow_outside_root=self.allow_outside_root)
+
+    def select_spec(self, split: SplitSpec) -> SelectSpec:
+        """``split``: where splits come from, as decided at launch (launch.resolve_inputs)."""
+        return SelectSpec(split=split, include=self.include, exclude=self.exclude, filter=self.filter,
+                          sample_fraction=self.sample_fraction, max_examples=self.max_examples)
+
+    def check_spec(self) -> CheckSpec:
+        return CheckSpec(task=self.task, limits=self.limits, class_names=self.class_names,
+                         max_file_bytes=self.max_file_bytes, sample_points_per_class=self.sample_points_per_class)
+
+    def stats_spec(self) -> StatsSpec:
+        return StatsSpec(output=self.output, task=self.task, num_classes=self.num_classes,
+                         ignore_label=self.limits.ignore_label, class_names=self.class_names)
+
+    def balance_spec(self) -> BalanceSpec:
+        return BalanceSpec(method=self.balance, threshold=self.balance_threshold, max_growth=self.max_growth)
+
+    def write_spec(self) -> WriteSpec:
+        return WriteSpec(output=self.output, check=self.check_spec(), target_shard_bytes=self.target_shard_bytes)
+
+    def publish_spec(self) -> PublishSpec:
+        return PublishSpec(output=self.output, task=self.task, num_classes=self.num_classes,
+                           ignore_label=self.limits.ignore_label, class_names=self.class_names,
+                           balance=self.balance_spec())
+
+
+def _fail(message: str):
+    raise CorpusOptionsError(message)
+
+
+def _detect_input_format(opts: CorpusOptions) -> str:
+    if opts.input_format != "auto":
+        return INPUT_FORMAT_ALIASES.get(opts.input_format, opts.input_format)
+    if opts.input.lower().endswith(LISTING_SUFFIXES):
+        return LISTING
+    if opts.mask_template:
+        return PAIRED
+    if opts.task == "classification":
+        return CLASS_FOLDERS
+    _fail("--input is a folder: give --mask_template for paired image/mask folders, "
+          "or a listing file (.csv, .jsonl, .parquet)")
+
+
+def to_config(opts: PipelineOptions) -> CorpusConfig:
+    """Check the options and build the config; raises CorpusOptionsError with one clear line."""
+    o = opts.view_as(CorpusOptions)
+    if not o.input:
+        _fail("--input is required")
+    if not o.output:
+        _fail("--output is required")
+    if o.num_classes is None:
+        _fail("--num_classes is required")
+    if not 1 <= o.num_classes <= 255:
+        _fail(f"--num_classes must be between 1 and 255, got {o.num_classes}")
+    ignore = None if o.ignore_label == -1 else o.ignore_label
+    if ignore is not None and not 0 <= ignore <= 255:
+        _fail(f"--ignore_label must be 0..255 or -1, got {o.ignore_label}")
+    if ignore is not None and ignore < o.num_classes:
+        _fail(f"--ignore_label {ignore} is also a class id (num_classes {o.num_classes})")
+    input_format = _detect_input_format(o)
+    if o.task == "segmentation" and input_format == CLASS_FOLDERS:
+        _fail("--input_format class_folders is for --task classification")
+    if input_format == PAIRED and o.task == "classification":
+        _fail("paired folders (--mask_template) are for --task segmentation")
+    if input_format == PAIRED:
+        if not o.mask_template:
+            _fail("paired folders need --mask_template, e.g. masks/{stem}.png")
+        try:
+            paths.check_template(o.mask_template)
+        except ValueError as error:
+            _fail(f"--mask_template: {error}")
+    class_names = csv_list(o.class_names) if o.class_names else ()
+    if class_names and len(class_names) != o.num_classes:
+        _fail(f"--class_names lists {len(class_names)} names but --num_classes is {o.num_classes}")
+    if not 0.0 < o.sample_fraction <= 1.0:
+        _fail(f"--sample_fraction must be in (0, 1], got {o.sample_fraction}")
+    if o.max_examples is not None and o.max_examples < 1:
+        _fail(f"--max_examples must be at least 1, got {o.max_examples}")
+    if o.target_shard_bytes < 1024:
+        _fail(f"--target_shard_bytes must be at least 1024, got {o.target_shard_bytes}")
+    if o.max_pixels < 1 or o.max_file_bytes < 1:
+        _fail("--max_pixels and --max_file_bytes must be positive")
+    if o.sample_points_per_class < 0:
+        _fail("--sample_points_per_class must be 0 or more")
+    if not 0.0 < o.balance_threshold <= 1.0:
+        _fail(f"--balance_threshold must be in (0, 1], got {o.balance_threshold}")
+    if o.max_growth < 1.0:
+        _fail(f"--max_growth must be at least 1, got {o.max_growth}")
+    formats = tuple(f.lower() for f in csv_list(o.image_formats))
+    if not formats:
+        _fail("--image_formats is empty")
+    try:
+        expression = parse_filter(o.filter_expression) if o.filter_expression else None
+        split = None if o.split == "auto" else parse_split(o.split)
+    except ValueError as error:
+        _fail(str(error))
+    return CorpusConfig(
+        input=o.input.rstrip("/") if input_format != LISTING else o.input,
+        output=o.output.rstrip("/"),
+        task=o.task,
+        input_format=input_format,
+        limits=Limits(num_classes=o.num_classes, ignore_label=ignore, max_pixels=o.max_pixels,
+                      image_formats=formats, channel_sums=o.compute_stats),
+        class_names=class_names,
+        image_globs=csv_list(o.image_glob),
+        mask_template=o.mask_template,
+        allow_outside_root=o.allow_outside_root,
+        filter=expression,
+        include=tuple(o.include or ()),
+        exclude=tuple(o.exclude or ()),
+        sample_fraction=o.sample_fraction,
+        max_examples=o.max_examples,
+        split=split,
+        max_file_bytes=o.max_file_bytes,
+        target_shard_bytes=o.target_shard_bytes,
+        overwrite=o.overwrite,
+        sample_points_per_class=o.sample_points_per_class,
+        compute_stats=o.compute_stats,
+        balance=o.balance if o.compute_stats else "none",
+        balance_threshold=o.balance_threshold,
+        max_growth=o.max_growth,
+        allow_local_paths=o.allow_local_paths,
+    )
+
+

@@ -1,0 +1,232 @@
+"""Launching a run: the work done on the launcher before the job starts.
+
+Checking the options against the runner (worker paths, temp location),
+resolving the input (the listing's columns, the class folders, where splits
+come from), preparing the output folder, and the runner's defaults and
+choice. Every mistake found here stops the run with one clear line
+(CorpusOptionsError) before anything is submitted.
+"""
+
+import dataclasses
+import importlib.metadata
+import os
+import platform
+import posixpath
+from typing import List, Optional, Tuple
+
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import (DirectOptions, FlinkRunnerOptions, GoogleCloudOptions,
+                                                  PipelineOptions, PortableOptions, SparkRunnerOptions,
+                                                  StandardOptions)
+
+from beam_pipeline import listing
+from beam_pipeline.config import CorpusConfig, to_config
+from beam_pipeline.core import layout, paths, runners
+from beam_pipeline.core.selection import SplitSpec, parse_split
+from beam_pipeline.options import CorpusOptions, CorpusOptionsError
+from beam_pipeline.pairs import CLASS_FOLDER_GLOB
+from beam_pipeline.specs import CLASS_FOLDERS, LISTING
+
+DEFAULT_HASH_SPLIT = "train=0.8,val=0.1,test=0.1"
+VERSIONED_PACKAGES = ("apache-beam", "pillow", "numpy", "pyarrow", "protobuf", "tensorflow-transform",
+                      "tensorflow", "tfx-bsl")
+
+
+@dataclasses.dataclass(frozen=True)
+class Launch:
+    """A checked command line: what to run, and how."""
+    options: PipelineOptions
+    config: CorpusConfig
+    split: SplitSpec                   # where splits come from, decided from the input
+    plan_sample: Optional[int]         # --plan: the pairs to measure; None for a real run
+
+
+def resolve(argv: List[str]) -> Launch:
+    """Check the command line and look at the input once; raises CorpusOptionsError."""
+    options = PipelineOptions(argv)
+    config = to_config(options)
+    check_worker_paths(options, config)
+    config = _absolute_local_paths(config, options)
+    config, split = resolve_inputs(config)
+    corpus = options.view_as(CorpusOptions)
+    if corpus.plan and corpus.plan_sample < 1:
+        raise CorpusOptionsError(f"--plan_sample must be at least 1, got {corpus.plan_sample}")
+    return Launch(options, config, split, corpus.plan_sample if corpus.plan else None)
+
+
+# --------------------------------------------------------------------------
+# The input
+# --------------------------------------------------------------------------
+def _listing_split_spec(config: CorpusConfig) -> Tuple[CorpusConfig, SplitSpec]:
+    """Check the listing's columns against the task, --filter and --split."""
+    try:
+        columns = listing.read_columns(config.input)
+    except (OSError, ValueError) as error:
+        raise CorpusOptionsError(f"cannot read listing {config.input}: {error}") from None
+    second = "mask" if config.task == "segmentation" else "label"
+    for required in ("image", second):
+        if required not in columns:
+            raise CorpusOptionsError(
+                f"listing {config.input} has no {required!r} column (columns: {', '.join(columns)})")
+    _check_filter_columns(config, columns)
+    if config.split is not None:
+        if config.split.mode == "column" and config.split.column_name not in columns:
+            raise CorpusOptionsError(f"--split: the listing has no column {config.split.column_name!r}")
+        if config.split.mode == "folder":
+            raise CorpusOptionsError("--split folder is for folder inputs; use column or fractions")
+        return config, config.split
+    return config, (SplitSpec("column") if "split" in columns else parse_split(DEFAULT_HASH_SPLIT))
+
+
+def _check_filter_columns(config: CorpusConfig, columns: List[str]) -> None:
+    if config.filter is None:
+        return
+    known = set(columns) | {"image", "mask", "label"}
+    unknown = [name for name in config.filter.columns if name not in known]
+    if unknown:
+        raise CorpusOptionsError(
+            f"--filter uses unknown column(s) {', '.join(unknown)}; columns: {', '.join(sorted(known))}")
+
+
+def _folder_split_spec(config: CorpusConfig) -> Tuple[CorpusConfig, SplitSpec]:
+    root = config.input_root
+    if not FileSystems.exists(root):
+        raise CorpusOptionsError(f"--input folder does not exist: {root}")
+    _check_filter_columns(config, ["folder"])
+    spec = config.split or parse_split(DEFAULT_HASH_SPLIT)
+    if spec.mode == "column":
+        raise CorpusOptionsError("--split column needs a listing file input; use folder or fractions")
+    if config.input_format == CLASS_FOLDERS:
+        if spec.mode == "folder":
+            raise CorpusOptionsError("--split folder is not available for class folders (the folder is the class)")
+        if not config.class_names:
+            names = sorted({posixpath.dirname(relative)
+                            for relative in listing.relative_matches(root, CLASS_FOLDER_GLOB)} - {""})
+            if len(names) != config.num_classes:
+                raise CorpusOptionsError(
+                    f"found {len(names)} class folders in {root} but --num_classes is {config.num_classes}; "
+                    "give --class_names to choose the classes")
+            config = dataclasses.replace(config, class_names=tuple(names))
+    return config, spec
+
+
+def resolve_inputs(config: CorpusConfig) -> Tuple[CorpusConfig, SplitSpec]:
+    """Look at the input once, before the job starts, so mistakes give one clear error."""
+    if config.input_format == LISTING:
+        if not FileSystems.exists(config.input):
+            raise CorpusOptionsError(f"--input listing does not exist: {config.input}")
+        return _listing_split_spec(config)
+    return _folder_split_spec(config)
+
+
+# --------------------------------------------------------------------------
+# The output
+# --------------------------------------------------------------------------
+def prepare_output(config: CorpusConfig) -> None:
+    """Refuse to mix runs in one --output unless --overwrite; clear what an earlier run left."""
+    output = config.output
+    manifest = paths.join(output, layout.DATASET_MANIFEST)
+    if FileSystems.exists(manifest):
+        if not config.overwrite:
+            raise CorpusOptionsError(f"{output} already holds a manifest.json; use --overwrite to replace it")
+        stale = [path for path, _ in listing.match_files(paths.join(output, "*.tfrecord"))]
+        stale += [path for path, _ in listing.match_files(paths.join(output, "rejects/*"))]
+        FileSystems.delete(stale + [manifest])
+    if FileSystems.exists(layout.staging_dir(output)):
+        FileSystems.delete([layout.staging_dir(output)])
+
+
+def temp_dir(options: PipelineOptions, config: CorpusConfig) -> str:
+    """Where tf.Transform keeps temporary files: --temp_location, else <output>/.tmp."""
+    temp = options.view_as(GoogleCloudOptions).temp_location
+    return paths.join(temp, "tft") if temp else layout.temp_dir(config.output)
+
+
+# --------------------------------------------------------------------------
+# The runner
+# --------------------------------------------------------------------------
+def apply_runner_defaults(argv: List[str], options: PipelineOptions) -> None:
+    """On the DirectRunner use every core: one SDK worker process per core.
+
+    Worker processes cost more to start than threads, but each pair costs
+    less, because the Python parts of validation and writing no longer share
+    one GIL (README, "Throughput"). Large corpora are what this pipeline is for.
+    """
+    if not _is_direct(options):
+        return
+    direct = options.view_as(DirectOptions)
+    if not any(arg.startswith("--direct_num_workers") for arg in argv):
+        direct.direct_num_workers = os.cpu_count() or 1
+    if not any(arg.startswith("--direct_running_mode") for arg in argv):
+        direct.direct_running_mode = "multi_processing"
+
+
+def _is_direct(options: PipelineOptions) -> bool:
+    return options.view_as(StandardOptions).runner in (None, "DirectRunner", "direct")
+
+
+def runner_name(options: PipelineOptions) -> str:
+    return options.view_as(StandardOptions).runner or "DirectRunner"
+
+
+def runner(options: PipelineOptions):
+    """The DirectRunner's batch engine, used directly for the default runner; None lets Beam choose.
+
+    Beam's DirectRunner first tries to download and start the Prism runner, which
+    fails without internet access; FnApiRunner is what it then falls back to.
+    """
+    if _is_direct(options):
+        from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+        return FnApiRunner()
+    return None
+
+
+def _absolute_local_paths(config: CorpusConfig, options: PipelineOptions) -> CorpusConfig:
+    """On another runner, relative local --input/--output become absolute.
+
+    The workers of another runner need not share the launcher's working directory (a Flink
+    TaskManager's SDK workers run where their worker pool was started), and a relative path there
+    would name other files. URLs (gs://, s3://) and absolute paths are left as they are.
+    """
+    if _is_direct(options):
+        return config
+
+    def absolute(path: str) -> str:
+        return path if paths.is_absolute(path) else os.path.abspath(path)
+    return dataclasses.replace(config, input=absolute(config.input), output=absolute(config.output))
+
+
+def check_worker_paths(options: PipelineOptions, config: CorpusConfig) -> None:
+    """Refuse local paths when the workers run elsewhere: they would fail late, or write nowhere."""
+    standard = options.view_as(StandardOptions)
+    portable = options.view_as(PortableOptions)
+    cloud = options.view_as(GoogleCloudOptions)
+    where = runners.placement(
+        standard.runner, flink_master=options.view_as(FlinkRunnerOptions).flink_master,
+        spark_master_url=options.view_as(SparkRunnerOptions).spark_master_url,
+        job_endpoint=portable.job_endpoint, environment_type=portable.environment_type)
+    if where.remote and not cloud.temp_location:
+        raise CorpusOptionsError(
+            f"--temp_location is required with {standard.runner}: {where.reason}, so Beam and tf.Transform "
+            "need a temporary folder they can all reach, e.g. gs://BUCKET/tmp")
+    if config.allow_local_paths:
+        return
+    named = {"input": config.input, "output": config.output, "temp_location": cloud.temp_location,
+             "staging_location": cloud.staging_location}
+    unreachable = runners.unreachable_local_paths(where, named)
+    if unreachable:
+        raise CorpusOptionsError(
+            f"{standard.runner}: {where.reason}, so they cannot reach the local path(s) "
+            f"{', '.join(unreachable)}; use gs:// or s3:// paths, or --allow_local_paths when every "
+            "worker mounts this filesystem at the same place")
+
+
+def package_versions() -> dict:
+    """The versions manifest.json records."""
+    versions = {"python": platform.python_version()}
+    for name in VERSIONED_PACKAGES:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return versions

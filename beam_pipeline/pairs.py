@@ -1,0 +1,199 @@
+"""One pair's work, from discovery to its shard record: discover, select, check, record.
+
+No Beam transforms and no counters: ReadCorpus, SelectSubset, ValidatePairs and
+WriteShards call these functions from their DoFns (which keep the Beam
+counters), and ``--plan`` calls the same functions on a sample. Files are read
+through Beam's filesystems, so local paths, gs:// and s3:// work alike.
+"""
+
+import dataclasses
+import hashlib
+from typing import Iterable, Iterator, Optional, Tuple, Union
+
+from apache_beam.io.filesystem import BeamIOError
+from apache_beam.io.filesystems import FileSystems
+
+from beam_pipeline import listing
+from beam_pipeline.core import paths, reasons, selection
+from beam_pipeline.core.checks import Rejection
+from beam_pipeline.core.example import pair_record
+from beam_pipeline.core.hashing import stable_hash
+from beam_pipeline.core.pairing import pair_by_mask_path
+from beam_pipeline.core.records import FILTERED, Outcome, PairRef, ValidPair
+from beam_pipeline.core.validation import validate_classification, validate_segmentation
+from beam_pipeline.specs import CLASS_FOLDERS, LISTING, PAIRED, CheckSpec, DiscoverSpec, SelectSpec
+
+Discovered = Union[PairRef, Outcome]
+CLASS_FOLDER_GLOB = "*/*"      # one folder per class, relative to the input folder
+IMAGES = "images"              # paired folders: the image globs ...
+MASKS = "masks"                # ... and the mask glob, joined on the mask path
+MAX_EXAMPLES_SALT = "max_examples"
+_CHUNK = 4 * 1024 * 1024
+
+
+# --------------------------------------------------------------------------
+# Discover
+# --------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Source:
+    """One unit of discovery: a listing file, or a glob relative to the input folder."""
+    kind: str                  # LISTING | CLASS_FOLDERS | IMAGES | MASKS
+    pattern: str
+
+
+def sources(spec: DiscoverSpec) -> Tuple[Source, ...]:
+    """What to list for this kind of input."""
+    if spec.input_format == LISTING:
+        return (Source(LISTING, spec.input),)
+    if spec.input_format == CLASS_FOLDERS:
+        return (Source(CLASS_FOLDERS, CLASS_FOLDER_GLOB),)
+    return (tuple(Source(IMAGES, pattern) for pattern in spec.image_globs)
+            + (Source(MASKS, paths.template_glob(spec.mask_template)),))
+
+
+def joins_on_mask_path(spec: DiscoverSpec) -> bool:
+    """Paired folders: images and masks are listed apart and meet on the mask path."""
+    return spec.input_format == PAIRED
+
+
+def discover_source(spec: DiscoverSpec, source: Source) -> Iterator:
+    """A listing file or class folders: PairRef, or a rejected Outcome for a bad row.
+    Paired folders: ``(mask path, image or mask path)`` to join with :func:`join_on_mask_path`."""
+    if source.kind == LISTING:
+        return listing.listed_pairs(source.pattern, spec.root, spec.task, spec.allow_outside_root)
+    if source.kind == CLASS_FOLDERS:
+        return listing.class_folder_pairs(spec.root, source.pattern)
+    if source.kind == IMAGES:
+        return listing.keyed_images(spec.root, source.pattern, spec.mask_template)
+    return listing.keyed_masks(spec.root, source.pattern)
+
+
+def join_on_mask_path(spec: DiscoverSpec, mask_rel: str, image_rels: Iterable[str],
+                      mask_rels: Iterable[str]) -> Iterator[Discovered]:
+    """A PairRef per image whose mask exists; orphan images and orphan masks as rejected Outcomes."""
+    return pair_by_mask_path(mask_rel, image_rels, mask_rels, spec.root)
+
+
+def discover(spec: DiscoverSpec) -> Iterator[Discovered]:
+    """Every input as ReadCorpus finds it, streamed (for --plan).
+
+    Paired folders are joined image by image without listing the masks: a
+    missing mask shows when the pair is checked (``missing_file``, where the
+    pipeline reports ``orphan_image``), and masks without an image are not seen.
+    """
+    for source in sources(spec):
+        if source.kind == MASKS:
+            continue
+        for item in discover_source(spec, source):
+            if source.kind == IMAGES:
+                mask_rel, image_rel = item
+                yield from join_on_mask_path(spec, mask_rel, [image_rel], [mask_rel])
+            else:
+                yield item
+
+
+# --------------------------------------------------------------------------
+# Select
+# --------------------------------------------------------------------------
+def excluded(ref: PairRef, spec: SelectSpec) -> Optional[Outcome]:
+    """Why the user's --include/--exclude/--filter/--sample_fraction leave ``ref`` out, or None."""
+    return selection.excluded(ref, spec.include, spec.exclude, spec.filter, spec.sample_fraction)
+
+
+def max_examples_rank(ref: PairRef) -> int:
+    """--max_examples keeps the pairs of smallest rank: 63 bits (Beam's integer coder is signed 64-bit)."""
+    return stable_hash(MAX_EXAMPLES_SALT, ref.key) >> 1
+
+
+def beyond_max_examples(ref: PairRef) -> Outcome:
+    return Outcome.for_ref(ref, FILTERED, reasons.FILTERED_BY_MAX_EXAMPLES, "beyond --max_examples")
+
+
+def with_split(ref: PairRef, spec: SelectSpec) -> Discovered:
+    """``ref`` with its split and without its metadata (only selection needs it), or a rejected Outcome."""
+    ref, outcome = selection.with_split(ref, spec.split)
+    return ref if outcome is None else outcome
+
+
+def select(ref: PairRef, spec: SelectSpec) -> Discovered:
+    """Filters, sampling and split of one pair (--max_examples needs every rank: see SelectSubset)."""
+    return excluded(ref, spec) or with_split(ref, spec)
+
+
+# --------------------------------------------------------------------------
+# Check
+# --------------------------------------------------------------------------
+def read_file(path: str, max_bytes: int, what: str) -> Union[bytes, Rejection]:
+    """All bytes of ``path``, or a Rejection (missing, unreadable, empty or too large).
+
+    At most ``max_bytes + 1`` bytes are read, so an oversized file costs no memory.
+    """
+    try:
+        handle = FileSystems.open(path, compression_type="uncompressed")
+    except (BeamIOError, OSError) as error:
+        if not _exists(path):
+            return Rejection(reasons.MISSING_FILE, f"{what} file not found: {path}")
+        return Rejection(reasons.UNREADABLE, f"{what} file cannot be opened: {error}")
+    try:
+        with handle:
+            chunks = []
+            size = 0
+            while size <= max_bytes:
+                chunk = handle.read(min(_CHUNK, max_bytes + 1 - size))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+    except (BeamIOError, OSError) as error:
+        return Rejection(reasons.UNREADABLE, f"{what} file cannot be read: {error}")
+    if size > max_bytes:
+        return Rejection(reasons.FILE_TOO_LARGE, f"{what} file is larger than {max_bytes} bytes")
+    if size == 0:
+        return Rejection(reasons.EMPTY_FILE, f"{what} file is empty")
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def _exists(path: str) -> bool:
+    try:
+        return FileSystems.exists(path)
+    except (BeamIOError, OSError):
+        return False
+
+
+def check(ref: PairRef, spec: CheckSpec) -> Tuple[Union[ValidPair, Rejection], int]:
+    """Read both files of ``ref`` (bounded by max_file_bytes) and check them; also the bytes read."""
+    image = read_file(ref.image, spec.max_file_bytes, "image")
+    if isinstance(image, Rejection):
+        return image, 0
+    if spec.task == "classification":
+        return validate_classification(ref, image, spec.limits, spec.class_names), len(image)
+    mask = read_file(ref.mask, spec.max_file_bytes, "mask")
+    if isinstance(mask, Rejection):
+        return mask, len(image)
+    return (validate_segmentation(ref, image, mask, spec.limits, spec.sample_points_per_class),
+            len(image) + len(mask))
+
+
+# --------------------------------------------------------------------------
+# Record
+# --------------------------------------------------------------------------
+def record(pair: ValidPair, spec: CheckSpec) -> Union[bytes, Rejection]:
+    """The serialized example: both files read again and checked against their digests.
+
+    Files that validation converted are converted again (to RGB PNG, or 8-bit
+    grey PNG), without running the checks again (core.example.pair_record).
+    """
+    image = _read_verified(pair.ref.image, pair.image_sha256, "image", spec.max_file_bytes)
+    if isinstance(image, Rejection) or spec.task == "classification":
+        return image if isinstance(image, Rejection) else pair_record(pair, image)
+    mask = _read_verified(pair.ref.mask, pair.mask_sha256, "mask", spec.max_file_bytes)
+    return mask if isinstance(mask, Rejection) else pair_record(pair, image, mask)
+
+
+def _read_verified(path: str, expected_sha256: str, what: str, max_file_bytes: int) -> Union[bytes, Rejection]:
+    data = read_file(path, max_file_bytes, what)
+    if isinstance(data, Rejection):
+        return Rejection(reasons.CHANGED_SINCE_VALIDATION, data.detail)
+    if hashlib.sha256(data).hexdigest() != expected_sha256:       # the digest validation took (sha256_hex)
+        return Rejection(reasons.CHANGED_SINCE_VALIDATION, f"{what} bytes differ from those validated")
+    return data

@@ -1,0 +1,98 @@
+"""The values each stage uses: small frozen specs, built from the checked options by config.py.
+
+A composite takes its spec, not the whole configuration, so a test builds one
+in a line: ``ValidatePairs(CheckSpec("segmentation", Limits(num_classes=2)))``.
+Picklable; no Beam, no TensorFlow.
+"""
+
+import dataclasses
+from typing import Optional, Tuple
+
+from beam_pipeline.core import paths
+from beam_pipeline.core.checks import Limits
+from beam_pipeline.core.filter_expr import FilterExpression
+from beam_pipeline.core.selection import SplitSpec
+
+# Input kinds (--input_format; "manifest" is accepted on the command line for LISTING).
+LISTING = "listing"                  # a listing file (.csv, .jsonl, .parquet): one row per pair
+PAIRED = "paired"                    # image and mask folders joined by --mask_template
+CLASS_FOLDERS = "class_folders"      # one sub-folder per class (classification)
+DEFAULT_MAX_FILE_BYTES = 256 * 1024 * 1024
+
+
+@dataclasses.dataclass(frozen=True)
+class DiscoverSpec:
+    """Where the inputs are and how they form pairs (ReadCorpus, --plan)."""
+    input: str                               # the listing file, or the folder
+    input_format: str = LISTING
+    task: str = "segmentation"
+    image_globs: Tuple[str, ...] = ("images/*",)   # paired folders, relative to the folder
+    mask_template: Optional[str] = None            # paired folders
+    allow_outside_root: bool = False               # listing rows may leave the listing's folder
+    root: str = ""                                 # filled in: the folder paths and globs are relative to
+
+    def __post_init__(self):
+        if not self.root:
+            root = paths.dirname(self.input) if self.input_format == LISTING else self.input.rstrip("/")
+            object.__setattr__(self, "root", root)
+
+
+@dataclasses.dataclass(frozen=True)
+class SelectSpec:
+    """The user's subset and where splits come from (SelectSubset, --plan)."""
+    split: SplitSpec
+    include: Tuple[str, ...] = ()
+    exclude: Tuple[str, ...] = ()
+    filter: Optional[FilterExpression] = None
+    sample_fraction: float = 1.0
+    max_examples: Optional[int] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckSpec:
+    """What a valid pair is and how its files are read (ValidatePairs, WriteShards, --plan)."""
+    task: str
+    limits: Limits
+    class_names: Tuple[str, ...] = ()        # classification labels may be names
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
+    sample_points_per_class: int = 8
+
+
+@dataclasses.dataclass(frozen=True)
+class StatsSpec:
+    """The statistics of the train split (ComputeStats)."""
+    output: str                              # transform/ is written below it
+    task: str
+    num_classes: int
+    ignore_label: Optional[int] = 255
+    class_names: Tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class BalanceSpec:
+    """Class balancing of the train split (BalanceTrainSplit, the growth check, manifest.json)."""
+    method: str = "repeat_factor"            # none | repeat_factor | strata
+    threshold: float = 0.5
+    max_growth: float = 2.0
+
+    def as_dict(self) -> dict:
+        return {"method": self.method, "threshold": self.threshold, "max_growth": self.max_growth}
+
+
+@dataclasses.dataclass(frozen=True)
+class WriteSpec:
+    """Sharding and writing the records (WriteShards)."""
+    output: str                              # shards are written to its staging folder
+    check: CheckSpec                         # the task and how files are read again
+    target_shard_bytes: int = 128 * 1024 * 1024
+
+
+@dataclasses.dataclass(frozen=True)
+class PublishSpec:
+    """What manifest.json describes (PublishOutputs)."""
+    output: str
+    task: str
+    num_classes: int
+    ignore_label: Optional[int] = 255
+    class_names: Tuple[str, ...] = ()
+    balance: BalanceSpec = BalanceSpec()
