@@ -3,9 +3,8 @@
 import numpy as np
 import pytest
 
-from beam_pipeline.core.balance import (class_repeat_factors, copies_for, expected_growth, image_repeat_factor,
-                                        inverse_sqrt_weights, median_frequency_weights)
-from beam_pipeline.core.points import flatten_points, sample_points, unflatten_points
+from beam_pipeline.core.balance import (class_repeat_factors, copies_for, expected_growth, growth_refusal,
+                                        image_repeat_factor, inverse_sqrt_weights, median_frequency_weights)
 
 
 def test_median_frequency_weights_hand_worked():
@@ -38,16 +37,10 @@ def test_copies_resolve_the_fraction_by_stable_hash():
     assert copies == [copies_for(f"k{i}", 1.25) for i in range(8000)]
 
 
-def test_sample_points_lie_on_their_class_and_are_stable():
-    mask = np.array([[0, 0, 1], [2, 0, 1], [2, 2, 255]], dtype=np.uint8)
-    points = sample_points(mask, "key", num_classes=3, per_class=2)
-    assert sorted(points) == [0, 1, 2]
-    for c, yx in points.items():
-        assert len(yx) == 2
-        assert all(mask[y, x] == c for y, x in yx)
-        assert len({tuple(p) for p in yx.tolist()}) == 2
-    again = sample_points(mask, "key", num_classes=3, per_class=2)
-    assert all(np.array_equal(points[c], again[c]) for c in points)
-    classes, coords = (a.tolist() for a in unflatten_points(*flatten_points(points, 3)))
-    assert classes == [0, 0, 1, 1, 2, 2]
-    assert coords == np.concatenate([points[0], points[1], points[2]]).ravel().tolist()
+def test_growth_above_the_limit_is_a_refusal_with_one_line():
+    assert growth_refusal(1.0, 2.0) is None
+    assert growth_refusal(2.0, 2.0) is None
+    refusal = growth_refusal(1.234, 1.05)
+    assert refusal.gate == "max_growth"
+    assert refusal.message == ("repeat-factor balancing would grow the train split 1.23x, above --max_growth 1.05; "
+                               "raise --max_growth or lower --balance_threshold")

@@ -151,6 +151,39 @@ def test_rgba_image_drops_alpha_keeping_colours():
     assert (decoded[..., 0] == 200).all()
 
 
+@pytest.mark.parametrize("mode", ["L", "RGBA", "P"])
+def test_the_writer_converts_images_as_validation_stored_them(mode):
+    source = Image.fromarray(rgb()).convert(mode)
+    data = encode(np.asarray(source), mode=mode) if mode != "P" else _palette_png(source)
+    stored = checks.stored_image(data)
+    decoded = np.asarray(Image.open(io.BytesIO(stored)))
+    assert decoded.shape == (4, 4, 3)
+    assert np.array_equal(decoded, np.asarray(Image.open(io.BytesIO(data)).convert("RGB")))
+
+
+def _palette_png(image):
+    out = io.BytesIO()
+    image.save(out, format="PNG")
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("array,mode", [(MASK.astype(np.uint16), None), (MASK > 1, "1")])
+def test_the_writer_converts_masks_to_8_bit_grey(array, mode):
+    data = encode(array.astype(np.uint8) * 255 if mode == "1" else array, mode="L" if mode == "1" else None)
+    if mode == "1":
+        image = Image.open(io.BytesIO(data)).convert("1")
+        data = _palette_png(image)
+    decoded = np.asarray(Image.open(io.BytesIO(checks.stored_mask(data))))
+    assert decoded.dtype == np.uint8 and decoded.ndim == 2
+    expected = MASK if mode is None else (MASK > 1).astype(np.uint8)
+    assert np.array_equal(decoded, expected)
+
+
+def test_the_writer_reports_bytes_it_cannot_decode():
+    assert checks.stored_image(b"not an image").reason == reasons.UNDECODABLE
+    assert checks.stored_mask(b"").reason == reasons.EMPTY_FILE
+
+
 def test_validate_segmentation_size_mismatch_and_success():
     small_mask = encode(MASK[:2, :2])
     assert validate_segmentation(REF, encode(rgb()), small_mask, LIMITS).reason == reasons.SIZE_MISMATCH
