@@ -32,11 +32,12 @@ test: install
 flink-jar:
 	bash tools/flink/fetch_job_server.sh
 
+# BENCH_ARGS passes options, e.g. make bench BENCH_ARGS="--pairs 200 --sizes 1,2 --rss_sizes 1,2"
 bench: install
-	$(PY) bench/pipeline_throughput.py
+	$(PY) bench/pipeline_throughput.py $(BENCH_ARGS)
 
 bench-input: install
-	$(PY) bench/input_throughput.py
+	$(PY) bench/input_throughput.py $(BENCH_ARGS)
 
 clean:
 	rm -rf build
