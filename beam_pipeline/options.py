@@ -65,11 +65,11 @@ class CorpusOptions(PipelineOptions):
                  "masks/{stem}.png, {parent}annot/{stem}.png. Images and masks are joined on this path.")
         group.add_argument(
             "--allow_outside_root", action="store_true", default=False,
-            help="Manifest input: accept paths that leave the manifest's folder (.. or absolute paths "
+            help="Listing file input: accept paths that leave the listing's folder (.. or absolute paths "
                  "elsewhere). By default such rows are rejected as path_outside_root.")
         group.add_argument(
             "--filter", dest="filter_expression", default=None,
-            help="Keep only rows for which this expression over manifest columns is true, e.g. "
+            help="Keep only rows for which this expression over listing columns is true, e.g. "
                  "\"source == 'camA' and capture_year >= 2020\". Allowed: and, or, not, == != < <= > >= "
                  "in, not in, column names and literals. Parsed safely, never evaluated as Python.")
         group.add_argument(
@@ -86,9 +86,9 @@ class CorpusOptions(PipelineOptions):
             help="Validate at most this many pairs (those with the smallest stable hash), for quick trials.")
         group.add_argument(
             "--split", default="auto",
-            help="Where splits come from: column (the manifest's split column), column:NAME, folder "
+            help="Where splits come from: column (the listing's split column), column:NAME, folder "
                  "(the image's parent folder), or fractions by stable hash such as train=0.8,val=0.1,test=0.1. "
-                 "auto: the split column when the manifest has one, else train=0.8,val=0.1,test=0.1.")
+                 "auto: the split column when the listing has one, else train=0.8,val=0.1,test=0.1.")
         group.add_argument(
             "--max_pixels", type=int, default=64_000_000,
             help="Reject images and masks with more pixels (width x height) than this, checked from the "

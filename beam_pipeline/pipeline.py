@@ -29,7 +29,7 @@ def _growth_refusals(growth: float, max_growth: float):
 
 def build_pipeline(p: beam.Pipeline, config: CorpusConfig, split_spec: SplitSpec, options: dict,
                    versions: dict, temp_dir: str):
-    """Add every step to ``p``; returns the PCollection holding the manifest path."""
+    """Add every step to ``p``; returns the PCollection holding the manifest.json path."""
     refs, unpaired = p | "ReadCorpus" >> ReadCorpus(config.discover_spec())
     # PairRef | rejected Outcome (bad rows, orphans, paths outside the root)
     discovered = ((refs | "CountPairs" >> beam.combiners.Count.Globally(),
@@ -68,7 +68,7 @@ def build_pipeline(p: beam.Pipeline, config: CorpusConfig, split_spec: SplitSpec
 
 
 def run(argv: Optional[List[str]] = None) -> dict:
-    """Run the whole job; returns the manifest plus ``elapsed_seconds``.
+    """Run the whole job; returns manifest.json's content plus ``elapsed_seconds``.
 
     Raises CorpusOptionsError (a bad option or input, before anything runs) and
     publish.RunRefused (a gate stopped the run before any shard was written).

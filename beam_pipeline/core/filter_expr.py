@@ -1,4 +1,4 @@
-"""A safe, small expression language for ``--filter`` over manifest columns.
+"""A safe, small expression language for ``--filter`` over the input listing's columns.
 
 Example: ``source == 'camA' and capture_year >= 2020 and split in ('train', 'val')``.
 
@@ -11,7 +11,7 @@ the expression is compiled, with a message that points at the offending part.
 
 CSV columns arrive as strings; when a comparison meets a string and a number,
 the string is converted to a number, so ``capture_year >= 2020`` works on CSV,
-JSON-lines and Parquet manifests alike.
+JSON-lines and Parquet listings alike.
 """
 
 import ast

@@ -37,6 +37,7 @@ def row_to_pair(row: dict, root: str, task: str,
     if not allow_outside_root and not (image_inside and mask_inside):
         outside = image if not image_inside else second
         return None, Outcome(REJECTED, reasons.PATH_OUTSIDE_ROOT,
+                             # The detail keeps "manifest folder": rejects files are compared across versions.
                              f"{outside!r} leaves the manifest folder {root} (allow with --allow_outside_root)",
                              key=key, image=image_path, mask=mask_path,
                              label=second if task == "classification" else None)

@@ -63,7 +63,7 @@ def relative_to(root: str, path: str):
 
 
 def resolve_under_root(root: str, path: str) -> Tuple[str, bool]:
-    """Resolve a manifest entry against the manifest's folder.
+    """Resolve a listing entry against the listing's folder.
 
     Returns the full path and whether it stays inside ``root``: an entry with
     ``..`` that climbs out, or an absolute path elsewhere, is outside.

@@ -64,7 +64,7 @@ class PairRef(_CompactPickle):
     image: Optional[str]              # Full path (any Beam filesystem scheme).
     mask: Optional[str] = None        # Segmentation only.
     label: Optional[str] = None       # Classification only: a class name or id, as given.
-    metadata: Metadata = ()           # Manifest columns other than image/mask/label.
+    metadata: Metadata = ()           # Listing columns other than image/mask/label.
     split: Optional[str] = None       # Set by the selection (which also drops the metadata).
 
     def meta(self) -> dict:
