@@ -121,15 +121,21 @@ def test_chart_classes_and_evenly_spaced():
     assert data.evenly_spaced(list(range(10)), 4) == [0, 3, 6, 9]
 
 
-def test_overlay_blends_class_colours_and_whitens_ignore():
+def test_overlay_blends_class_colours_and_outlines_them():
+    image = np.full((2, 4, 3), 100, np.uint8)
+    mask = np.array([[0, 0, 1, 1], [0, 0, 1, 1]], np.uint8)
+    out = overlay(image, mask, [(200, 0, 0), (0, 0, 200)], ignore_label=255)
+    assert out[0, 0].tolist() == [150, 50, 50]        # inside class 0: half its colour
+    assert out[0, 1].tolist() == [200, 0, 0]          # class 0 next to class 1: the outline, opaque
+    assert out[0, 3].tolist() == [50, 50, 150]        # inside class 1
+    assert (out[0] == out[1]).all()
+
+
+def test_overlay_whitens_ignore_and_leaves_unknown_values():
     image = np.full((2, 2, 3), 100, np.uint8)
-    mask = np.array([[0, 1], [255, 7]], np.uint8)   # 7 is beyond the two classes: left as it is
-    colours = [(200, 0, 0), (0, 0, 200)]
-    out = overlay(image, mask, colours, ignore_label=255)
-    assert out[0, 0].tolist() == [150, 50, 50]
-    assert out[0, 1].tolist() == [50, 50, 150]
-    assert out[1, 0].tolist() == [178, 178, 178]
-    assert out[1, 1].tolist() == [100, 100, 100]
+    assert overlay(image, np.full((2, 2), 255, np.uint8), [(200, 0, 0)], 255).tolist() == \
+        np.full((2, 2, 3), 178).tolist()                # (100 + 255) / 2, rounded
+    assert overlay(image, np.full((2, 2), 7, np.uint8), [(200, 0, 0)], 255).tolist() == image.tolist()
 
 
 @pytest.mark.parametrize("n", [3, 10, 101])
@@ -149,3 +155,12 @@ def test_tfrecord_reader_reads_what_the_pipeline_writes_and_checks_crcs():
         list(read_records(io.BytesIO(bytes(damaged))))
     with pytest.raises(CorruptRecord, match="ends inside"):
         list(read_records(io.BytesIO(blob[:-3])))
+
+
+def test_size_quantiles_count_each_image():
+    import collections
+    sizes = collections.Counter({(100, 50): 3, (200, 100): 1, (400, 300): 1})
+    quantiles = data.size_quantiles(sizes, (0.0, 0.5, 1.0))
+    assert quantiles["width (px)"] == [100, 100, 400]
+    assert quantiles["height (px)"] == [50, 50, 300]
+    assert quantiles["megapixels"] == [0.005, 0.005, 0.12]

@@ -13,6 +13,7 @@ import matplotlib
 from matplotlib.backends.backend_svg import FigureCanvasSVG
 from matplotlib.figure import Figure
 
+from beam_pipeline.report.data import display_name
 from beam_pipeline.report.images import RGB, hex_colour
 
 _RC = {"svg.hashsalt": "beam_pipeline.report", "svg.fonttype": "none", "font.size": 9,
@@ -51,10 +52,6 @@ def funnel_chart(stages: Sequence[tuple]) -> str:
     return _svg(figure)
 
 
-def class_label(c: int, names: Sequence[str]) -> str:
-    return f"class {c}" if names[c] == str(c) else f"{c} {names[c]}"
-
-
 def class_share_chart(series: Dict[str, List[float]], classes: Sequence[int], names: Sequence[str],
                       axis_label: str, log: bool = False) -> str:
     """Grouped bars, one group per class and one bar per series: vertical up to 30 classes, else horizontal."""
@@ -67,9 +64,9 @@ def class_share_chart(series: Dict[str, List[float]], classes: Sequence[int], na
         draw = axes.bar if vertical else axes.barh
         for s, (label, values) in enumerate(series.items()):
             positions = [i - 0.4 + (s + 0.5) * width for i in range(len(classes))]
-            heights = [max(values[c], 1e-7) if log else values[c] for c in classes]
+            heights = [values[c] if values[c] > 0 or not log else float("nan") for c in classes]  # no bar for 0
             draw(positions, heights, width, label=label, color=_SERIES_COLOURS[s % len(_SERIES_COLOURS)])
-        labels = [class_label(c, names) for c in classes]
+        labels = [display_name(c, names) for c in classes]
         if vertical:
             crowded = sum(len(label) for label in labels) > 70
             axes.set_xticks(range(len(classes)), labels, rotation=30 if crowded else 0,
@@ -123,7 +120,7 @@ def presence_heatmap(rows: Sequence[str], matrix: Sequence[Sequence[float]], cla
         figure = _figure(0.18 * len(rows) + 1.6)
         axes = figure.add_subplot()
         image = axes.imshow(matrix, aspect="auto", cmap="viridis", vmin=0.0, vmax=1.0, interpolation="nearest")
-        axes.set_xticks(range(len(classes)), [class_label(c, names) for c in classes], rotation=60, ha="right",
+        axes.set_xticks(range(len(classes)), [display_name(c, names) for c in classes], rotation=60, ha="right",
                         fontsize=7)
         axes.set_yticks(range(len(rows)), rows, fontsize=7)
         figure.colorbar(image, ax=axes, label="share of the shard's records holding the class", shrink=0.8)
@@ -134,7 +131,7 @@ def strata_chart(strata: Sequence[dict], names: Sequence[str], colours: Sequence
     with matplotlib.rc_context(_RC):
         figure = _figure(0.3 * len(strata) + 0.8)
         axes = figure.add_subplot()
-        labels = [class_label(s["class"], names) for s in strata]
+        labels = [display_name(s["class"], names) for s in strata]
         bars = axes.barh(labels, [s["weight"] for s in strata],
                          color=[hex_colour(colours[s["class"]]) for s in strata])
         axes.bar_label(bars, labels=[f"{s['weight']:.3f}" for s in strata], padding=3, fontsize=8)

@@ -82,6 +82,11 @@ def class_names(manifest: dict, stats: Optional[dict]) -> List[str]:
     return names if len(names) == num_classes else [str(c) for c in range(num_classes)]
 
 
+def display_name(c: int, names: Sequence[str]) -> str:
+    """``"class 3"`` when the class has no name of its own, else ``"3 cat"``."""
+    return f"class {c}" if names[c] == str(c) else f"{c} {names[c]}"
+
+
 def manifest_shards(manifest: dict) -> List[ShardRef]:
     return [ShardRef(split, shard["path"], shard["records"], shard["bytes"], tuple(shard["class_images"]))
             for split, entry in sorted(manifest["splits"].items()) for shard in entry["shards"]]
@@ -258,3 +263,13 @@ def evenly_spaced(items: Sequence, cap: int) -> List:
     if len(items) <= cap:
         return list(items)
     return [items[round(i * (len(items) - 1) / (cap - 1))] for i in range(cap)]
+
+
+def size_quantiles(sizes: collections.Counter, quantiles: Sequence[float]) -> Dict[str, List]:
+    """Width, height (px) and megapixels at each quantile, over images counted by (width, height)."""
+    widths = np.repeat([w for w, _ in sizes], list(sizes.values()))
+    heights = np.repeat([h for _, h in sizes], list(sizes.values()))
+    megapixels = widths * heights / 1e6
+    pick = {"width (px)": widths, "height (px)": heights, "megapixels": megapixels}
+    return {name: [values[int(round(q * (len(values) - 1)))].item() for q in quantiles]
+            for name, values in ((n, np.sort(v)) for n, v in pick.items())}

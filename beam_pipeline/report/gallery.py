@@ -37,8 +37,8 @@ def encode_within_budget(gallery: Dict[int, List[data.GalleryItem]], order: List
 
 
 def _legend(names: List[str], colours: List[RGB], ignore_label) -> str:
-    entries = [f'<span><span class="swatch" style="background:{hex_colour(colours[c])}"></span>{c} {_esc(name)}'
-               f"</span>" for c, name in enumerate(names)]
+    entries = [f'<span><span class="swatch" style="background:{hex_colour(colours[c])}"></span>'
+               f"{_esc(data.display_name(c, names))}</span>" for c in range(len(names))]
     if ignore_label is not None:
         entries.append(f'<span><span class="swatch" style="background:{hex_colour(IGNORE_COLOUR)}"></span>'
                        f"ignore ({_esc(ignore_label)})</span>")
@@ -70,5 +70,6 @@ def gallery_section(report: data.ReportData, colours: List[RGB], limits: data.Re
         figures = "".join(_figure(item, uri, task) for item, uri in chosen.get(c, []))
         body = f'<div class="gallery">{figures}</div>' if figures else \
             '<p class="note">No example of this class in the shards read.</p>'
-        parts.append(f'<h3 data-gallery-class="{c}">{swatch}{c} {_esc(report.class_names[c])}</h3>{body}')
+        title = _esc(data.display_name(c, report.class_names))
+        parts.append(f'<h3 data-gallery-class="{c}">{swatch}{title}</h3>{body}')
     return f'<section id="gallery"><h2>Gallery</h2>{"".join(parts)}</section>'

@@ -39,7 +39,10 @@ def hex_colour(rgb: RGB) -> str:
 
 
 def overlay(image: np.ndarray, mask: np.ndarray, colours: List[RGB], ignore_label: Optional[int]) -> np.ndarray:
-    """``image`` (h, w, 3) with each class's colour blended in at MASK_ALPHA; ignore pixels whitened."""
+    """``image`` (h, w, 3) with each class's colour blended in at MASK_ALPHA, class outlines opaque.
+
+    Ignore pixels are whitened; values that are neither a class nor the ignore label are left as they are.
+    """
     lut = np.zeros((256, 3), np.float32)
     lut[:len(colours)] = colours
     painted = np.isin(mask, np.arange(len(colours)))
@@ -48,7 +51,17 @@ def overlay(image: np.ndarray, mask: np.ndarray, colours: List[RGB], ignore_labe
         painted |= mask == ignore_label
     blended = image.astype(np.float32)
     blended[painted] = (1 - MASK_ALPHA) * blended[painted] + MASK_ALPHA * lut[mask[painted]]
+    edges = boundaries(mask) & painted
+    blended[edges] = lut[mask[edges]]
     return np.clip(blended + 0.5, 0, 255).astype(np.uint8)
+
+
+def boundaries(mask: np.ndarray) -> np.ndarray:
+    """Pixels whose right or lower neighbour holds another class: drawn opaque, so outlines show."""
+    edges = np.zeros(mask.shape, bool)
+    edges[:, :-1] |= mask[:, :-1] != mask[:, 1:]
+    edges[:-1, :] |= mask[:-1, :] != mask[1:, :]
+    return edges
 
 
 def jpeg_data_uri(pixels: np.ndarray, quality: int = 82) -> str:

@@ -28,7 +28,7 @@ code{font-size:12px;background:#f0f2f5;padding:0 3px;border-radius:3px}
 .legend{display:flex;flex-wrap:wrap;gap:4px 14px;margin:6px 0 12px}
 .gallery{display:flex;flex-wrap:wrap;gap:10px}figure{margin:0;width:182px;font-size:11px}
 figure img{display:block;width:182px;height:auto;border-radius:4px;border:1px solid #dde1e6}
-figcaption{word-break:break-all;color:#444;margin-top:2px}
+figcaption{color:#444;margin-top:2px}figcaption code{word-break:break-all}
 details summary{cursor:pointer;color:#1f4e79}
 """
 
@@ -140,10 +140,11 @@ def classes_section(report: data.ReportData, colours, limits: data.ReportLimits)
     headers = ["class", "name"] + [f"images: {s}" for s in presence] + [f"pixels: {s}" for s in pixels]
     headers += ["repeat factor"] if (manifest.get("balance") or {}).get("class_repeat_factors") else []
     headers += ["loss weight (median freq.)"] if manifest.get("statistics") else []
-    body = chart(charts.class_share_chart(presence, shown, names, "share of the split's examples holding the class"),
-                 "class presence per split")
+    body = "<h3>Image presence</h3>" + chart(
+        charts.class_share_chart(presence, shown, names, "share of the split's examples holding the class"),
+        "class presence per split")
     if pixels:
-        body += chart(charts.class_share_chart(pixels, shown, names, "share of the split's labelled pixels (log)",
+        body += "<h3>Pixel share</h3>" + chart(charts.class_share_chart(pixels, shown, names, "share of the split's labelled pixels (log)",
                                                log=True), "class pixel share per split")
     if len(shown) < len(names):
         body += f'<p class="note">Charts show the {len(shown)} rarest and commonest of {len(names)} classes.</p>'
@@ -170,10 +171,21 @@ def images_section(report: data.ReportData) -> str:
         body += (f"<h3>Image sizes</h3><p class=\"note\">From {number(sample.originals)} images in "
                  f"{len(sample.shards)} of {total} shards{'' if sample.complete else ' (read in part)'}; "
                  f"{len(sample.sizes)} distinct sizes.</p>" + chart(charts.size_chart(sample.sizes), "image sizes"))
-        rows = [f"<tr>{cell(f'{w} × {h}')}{cell(number(n), True)}</tr>"
-                for (w, h), n in sorted(sample.sizes.items(), key=lambda item: (-item[1], item[0]))[:20]]
-        body += table(["width × height", "images in the sample"], rows, "sizes")
+        body += _size_table(sample.sizes)
     return section("images", "Images", body or '<p class="note">No statistics and no shard was read.</p>')
+
+
+def _size_table(sizes) -> str:
+    """Each size with its count when there are few; else quantiles of width, height and megapixels."""
+    if len(sizes) <= 12:
+        rows = [f"<tr>{cell(f'{w} × {h}')}{cell(number(n), True)}</tr>"
+                for (w, h), n in sorted(sizes.items(), key=lambda item: (-item[1], item[0]))]
+        return table(["width × height", "images in the sample"], rows, "sizes")
+    quantiles = (0.0, 0.1, 0.5, 0.9, 1.0)
+    rows = []
+    for name, values in data.size_quantiles(sizes, quantiles).items():
+        rows.append(f"<tr>{cell(name)}{''.join(cell(number(v), True) for v in values)}</tr>")
+    return table(["", "min", "10 %", "median", "90 %", "max"], rows, "sizes")
 
 
 def shards_section(report: data.ReportData, limits: data.ReportLimits) -> str:
