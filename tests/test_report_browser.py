@@ -4,6 +4,7 @@ Under CI (CI=true) a missing Chromium or Playwright fails the test instead of sk
 ``make test`` installs Chromium (tools/install_chromium.sh) and requirements.txt pins Playwright.
 """
 
+import importlib.util
 import io
 import json
 import os
@@ -27,9 +28,7 @@ def need_browser():
     missing = []
     if chromium_path() is None:
         missing.append("chromium (tools/install_chromium.sh)")
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("playwright") is None:
         missing.append("playwright (requirements.txt)")
     if missing:
         message = "missing " + ", ".join(missing)
@@ -77,7 +76,7 @@ def test_screenshot_is_not_blank(page_visit):
     pixels = np.asarray(Image.open(io.BytesIO(page_visit[2].screenshot)).convert("RGB"))
     assert pixels.shape[0] > 2000 and pixels.shape[1] >= 1280
     assert pixels.std() > 20
-    assert len(np.unique(pixels.reshape(-1, 3)[::7], axis=0)) > 500
+    assert len(np.unique(pixels[::4, ::4].reshape(-1, 3), axis=0)) > 500
 
 
 def test_counts_shown_equal_the_manifest(page_visit):

@@ -1,4 +1,7 @@
-"""The report's pure parts on hand-made values: shard choice, gallery picks, funnel, rejects, overlay, TFRecord reading."""
+"""The report's pure parts on hand-made values: shard choice, gallery picks, funnel, rejects, overlay, TFRecords.
+
+The last test renders a page for a large made-up corpus to check that its size stays bounded.
+"""
 
 import io
 import itertools
@@ -164,3 +167,43 @@ def test_size_quantiles_count_each_image():
     assert quantiles["width (px)"] == [100, 100, 400]
     assert quantiles["height (px)"] == [50, 50, 300]
     assert quantiles["megapixels"] == [0.005, 0.005, 0.12]
+
+
+@pytest.mark.parametrize("task,classes", [("classification", 1000), ("segmentation", 250)])
+def test_page_stays_bounded_for_a_large_corpus(task, classes):
+    """Many classes and 5,000 shards, with a gallery of noise (JPEG's worst case): still a few MB."""
+    import collections
+    import time
+
+    from beam_pipeline.report.render import render_html
+
+    rng = np.random.default_rng(0)
+    shards = 5000
+    class_images = rng.integers(0, 50, size=(shards, classes))
+    split = {"num_examples": 500_000, "num_images": 400_000, "num_bytes": 5000 << 27,
+             "class_images": class_images.sum(0).tolist(), "class_pixels": (class_images.sum(0) * 1000).tolist(),
+             "ignore_pixels": 0, "shards": [{"path": f"train-{i:05d}-of-{shards:05d}.tfrecord", "records": 100,
+                                             "bytes": 1 << 27, "class_images": row.tolist()}
+                                            for i, row in enumerate(class_images)]}
+    manifest = {"format_version": 1, "task": task, "num_classes": classes, "ignore_label": 255,
+                "class_names": [f"class_{c:04d}" for c in range(classes)],
+                "counts": {"discovered": 400_000, "filtered_out": {"total": 0, "by_reason": {}},
+                           "rejected": {"total": 0, "by_reason": {}}, "duplicates": 0, "written": 400_000,
+                           "records_written": 500_000},
+                "splits": {"train": split}, "statistics": None, "balance": {"method": "none"},
+                "options": {}, "versions": {}}
+    limits = data.ReportLimits()
+    quota = data.per_class_quota(classes, limits)
+    px = data.thumbnail_size(classes, limits)
+    noise = rng.integers(0, 256, size=(px * 3 // 4, px, 3), dtype=np.uint8)
+    mask = rng.integers(0, classes, size=noise.shape[:2], dtype=np.uint8) if task == "segmentation" else None
+    gallery = {c: [data.GalleryItem(c, f"images/{c}_{k}.jpg", "train", "s", 480, 640, 0.1, noise, mask)
+                   for k in range(quota)] for c in range(0, classes, 2)}
+    sample = data.ShardSample(shards=["s"] * 8, records=4000, originals=4000,
+                              sizes=collections.Counter({(640 + i, 480 - i): 10 for i in range(400)}))
+    report = data.ReportData(manifest, None, data.class_names(manifest, None), {}, True, sample, gallery)
+    started = time.monotonic()
+    page = render_html(report, limits).encode("utf-8")
+    assert len(page) < 5_000_000, len(page)
+    assert time.monotonic() - started < 120
+    assert page.count(b"<figure>") >= 200

@@ -29,21 +29,25 @@ REPORT_NAME = "report.html"
 STATISTICS_DIR = "stats"
 
 
-def render_report(manifest: dict, folder: str, limits: ReportLimits = ReportLimits()) -> bytes:
-    """The report page, UTF-8 encoded, for the dataset whose files are under ``folder``."""
+def render_report(manifest: dict, folder: str, limits: ReportLimits = ReportLimits(),
+                  stats: Optional[dict] = None) -> bytes:
+    """The report page, UTF-8 encoded, for the dataset whose files are under ``folder``.
+
+    ``stats`` is the stats.json dict when the caller holds it; otherwise it is read from ``folder``.
+    """
     from beam_pipeline.report.read import gather
     from beam_pipeline.report.render import render_html
-    return render_html(gather(manifest, folder, limits), limits).encode("utf-8")
+    return render_html(gather(manifest, folder, limits, stats), limits).encode("utf-8")
 
 
 def write_report(manifest: dict, folder: str, path: Optional[str] = None,
-                 limits: ReportLimits = ReportLimits()) -> str:
+                 limits: ReportLimits = ReportLimits(), stats: Optional[dict] = None) -> str:
     """Render the report and write it to ``path`` (default ``folder/report.html``); returns the path."""
     from apache_beam.io.filesystems import FileSystems
 
     from beam_pipeline.core import paths
     path = path or paths.join(folder, REPORT_NAME)
-    content = render_report(manifest, folder, limits)
+    content = render_report(manifest, folder, limits, stats)
     with FileSystems.create(path) as handle:
         handle.write(content)
     return path

@@ -112,6 +112,13 @@ def per_class_quota(num_classes: int, limits: ReportLimits) -> int:
     return max(1, min(limits.gallery_per_class, limits.max_gallery_items // max(num_classes, 1)))
 
 
+def thumbnail_size(num_classes: int, limits: ReportLimits) -> int:
+    """Longest side of gallery images: full size up to 40 classes, then smaller so more classes fit the budget."""
+    if num_classes <= 40:
+        return limits.thumbnail_px
+    return max(96, int(limits.thumbnail_px * (40 / num_classes) ** 0.5))
+
+
 def choose_shards(shards: Sequence[ShardRef], order: Sequence[int], per_class: int, max_shards: int,
                   max_bytes: int) -> List[ShardRef]:
     """Few shards that together hold ``per_class`` images of as many classes as they can, rarest first.

@@ -44,6 +44,7 @@ def overlay(image: np.ndarray, mask: np.ndarray, colours: List[RGB], ignore_labe
     Ignore pixels are whitened; values that are neither a class nor the ignore label are left as they are.
     """
     lut = np.zeros((256, 3), np.float32)
+    colours = colours[:256]                      # masks are 8-bit
     lut[:len(colours)] = colours
     painted = np.isin(mask, np.arange(len(colours)))
     if ignore_label is not None:

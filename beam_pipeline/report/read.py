@@ -86,7 +86,7 @@ def _mask_like(encoded: bytes, size) -> np.ndarray:
 
 
 def _offer_record(picker: data.GalleryPicker, record: dict, split: str, shard: str, task: str,
-                  limits: data.ReportLimits) -> None:
+                  thumbnail_px: int) -> None:
     """Give one original record to the gallery picker for each class it holds; decode only if kept."""
     source_id = record["source_id"]
     if task == "segmentation":
@@ -99,7 +99,7 @@ def _offer_record(picker: data.GalleryPicker, record: dict, split: str, shard: s
         if not picker.wants(class_id, share, source_id):
             continue
         if thumb is None:
-            thumb = _thumbnail(record["image"], limits.thumbnail_px)
+            thumb = _thumbnail(record["image"], thumbnail_px)
             size = (thumb.shape[1], thumb.shape[0])
             mask = _mask_like(record["mask"], size) if task == "segmentation" else None
         picker.add(data.GalleryItem(class_id, source_id, split, shard, record["height"], record["width"], share,
@@ -149,6 +149,7 @@ def sample_shards(folder: str, manifest: dict, limits: data.ReportLimits):
     shards = data.choose_shards(data.manifest_shards(manifest), data.rarest_first(manifest), quota,
                                 limits.max_shards, limits.max_shard_bytes)
     picker = data.GalleryPicker(quota)
+    thumbnail_px = data.thumbnail_size(manifest["num_classes"], limits)
     sample = data.ShardSample()
     for shard in shards:
         remaining = limits.max_shard_bytes - sample.bytes_read
@@ -164,15 +165,16 @@ def sample_shards(folder: str, manifest: dict, limits: data.ReportLimits):
                     continue
                 sample.originals += 1
                 sample.sizes[(record["width"], record["height"])] += 1
-                _offer_record(picker, record, shard.split, shard.path, task, limits)
+                _offer_record(picker, record, shard.split, shard.path, task, thumbnail_px)
         if sample.records - read_before < shard.records:
             sample.complete = False
     return sample, picker.result()
 
 
-def gather(manifest: dict, folder: str, limits: data.ReportLimits = data.ReportLimits()) -> data.ReportData:
+def gather(manifest: dict, folder: str, limits: data.ReportLimits = data.ReportLimits(),
+           stats: Optional[dict] = None) -> data.ReportData:
     """Everything the report shows, read from ``folder`` (where the manifest's relative paths resolve)."""
-    stats = read_stats(folder, manifest)
+    stats = stats if stats is not None else read_stats(folder, manifest)
     rejects, rejects_complete = read_reject_examples(folder, manifest, limits)
     sample, gallery = sample_shards(folder, manifest, limits)
     return data.ReportData(manifest=manifest, stats=stats, class_names=data.class_names(manifest, stats),

@@ -16,7 +16,8 @@ header p{margin:4px 0 0;opacity:.85}
 section{background:#fff;border:1px solid #dde1e6;border-radius:8px;padding:12px 18px;margin:16px 0}
 h2{font-size:18px;margin:4px 0 10px}h3{font-size:15px;margin:14px 0 6px}
 table{border-collapse:collapse;margin:6px 0 10px}th,td{padding:3px 10px;border-bottom:1px solid #eceff2;
-text-align:left;vertical-align:top}th{background:#f0f2f5}td.n{text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums}
+text-align:left;vertical-align:top}th{background:#f0f2f5}
+td.n{text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums}
 tr.sub td:first-child{padding-left:28px;color:#555}tr.total td{font-weight:600}
 .cards{display:flex;flex-wrap:wrap;gap:10px}.card{flex:1 1 130px;border:1px solid #dde1e6;border-radius:6px;
 padding:8px 12px}.card b{display:block;font-size:20px}.card span{color:#555;font-size:12px}
@@ -68,7 +69,8 @@ def _examples(rows: List[dict]) -> str:
     for row in rows:
         second = row.get("mask") or (f"label {row['label']}" if row.get("label") is not None else "")
         second = f" · <code>{esc(second)}</code>" if second else ""
-        items.append(f"<li><code>{esc(row.get('image') or row.get('key'))}</code>{second}: {esc(row.get('detail'))}</li>")
+        path = esc(row.get("image") or row.get("key"))
+        items.append(f"<li><code>{path}</code>{second}: {esc(row.get('detail'))}</li>")
     return f'<tr class="examples"><td colspan="2"><ul class="examples">{"".join(items)}</ul></td></tr>'
 
 
@@ -144,7 +146,8 @@ def classes_section(report: data.ReportData, colours, limits: data.ReportLimits)
         charts.class_share_chart(presence, shown, names, "share of the split's examples holding the class"),
         "class presence per split")
     if pixels:
-        body += "<h3>Pixel share</h3>" + chart(charts.class_share_chart(pixels, shown, names, "share of the split's labelled pixels (log)",
+        body += "<h3>Pixel share</h3>" + chart(charts.class_share_chart(
+            pixels, shown, names, "share of the split's labelled pixels (log)",
                                                log=True), "class pixel share per split")
     if len(shown) < len(names):
         body += f'<p class="note">Charts show the {len(shown)} rarest and commonest of {len(names)} classes.</p>'

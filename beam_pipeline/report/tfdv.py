@@ -101,7 +101,8 @@ def _custom_num(feature: _FNS, name: str, value: float) -> None:
     feature.custom_stats.add(name=name, num=float(value))
 
 
-def split_statistics(manifest: dict, split: str, stats: Optional[dict] = None) -> statistics_pb2.DatasetFeatureStatistics:
+def split_statistics(manifest: dict, split: str,
+                     stats: Optional[dict] = None) -> statistics_pb2.DatasetFeatureStatistics:
     """One split's DatasetFeatureStatistics, from manifest.json (and stats.json for the train RGB figures)."""
     entry = manifest["splits"][split]
     names = class_names(manifest, stats)
@@ -135,7 +136,8 @@ def split_statistics(manifest: dict, split: str, stats: Optional[dict] = None) -
     return dataset
 
 
-def statistics_list(manifest: dict, split: str, stats: Optional[dict] = None) -> statistics_pb2.DatasetFeatureStatisticsList:
+def statistics_list(manifest: dict, split: str,
+                    stats: Optional[dict] = None) -> statistics_pb2.DatasetFeatureStatisticsList:
     return statistics_pb2.DatasetFeatureStatisticsList(datasets=[split_statistics(manifest, split, stats)])
 
 
