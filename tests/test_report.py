@@ -4,7 +4,9 @@ Expected values come from manifest.json (written by the pipeline, not by the rep
 records read back with tf.data, or from the sample corpus's design (fixed here).
 """
 
+import io
 import json
+import os
 import re
 import subprocess
 import sys
@@ -14,7 +16,9 @@ import pytest
 import tensorflow as tf
 from tensorflow_metadata.proto.v0 import statistics_pb2
 
-from beam_pipeline.report import ReportLimits, render_report, statistics_files, write_statistics
+from apache_beam.io.localfilesystem import LocalFileSystem
+
+from beam_pipeline.report import ReportLimits, render_report, statistics_files, write_report, write_statistics
 from conftest import NUM_CLASSES, ROOT
 from test_end_to_end import BROKEN, stem_of
 
@@ -188,3 +192,59 @@ def test_cli_on_a_folder_without_manifest_says_so(tmp_path):
     assert completed.returncode == 2
     assert completed.stderr.strip().splitlines()[-1].startswith("error: ")
     assert "manifest.json" in completed.stderr
+
+
+class _StreamOnly(io.RawIOBase):
+    """A read stream that cannot seek or tell, as object-store downloads may be."""
+
+    def __init__(self, handle):
+        self._handle = handle
+
+    def readable(self):
+        return True
+
+    def readinto(self, buffer):
+        data = self._handle.read(len(buffer))
+        buffer[:len(data)] = data
+        return len(data)
+
+    def close(self):
+        self._handle.close()
+        super().close()
+
+
+class ObjectStoreLikeFileSystem(LocalFileSystem):
+    """``reporttest://`` paths over a local folder: a scheme of its own (like gs://) and unseekable reads."""
+    root = ""
+
+    @classmethod
+    def scheme(cls):
+        return "reporttest"
+
+    def _local(self, path):
+        assert path.startswith("reporttest://"), path
+        return os.path.join(self.root, path[len("reporttest://"):])
+
+    def exists(self, path):
+        return super().exists(self._local(path))
+
+    def open(self, path, *args, **kwargs):
+        return _StreamOnly(super().open(self._local(path), *args, **kwargs))
+
+    def create(self, path, *args, **kwargs):
+        return super().create(self._local(path), *args, **kwargs)
+
+
+def test_report_and_statistics_go_through_beam_filesystems(classification_run, tmp_path):
+    out = classification_run[0]
+    manifest, stats = load(out)
+    ObjectStoreLikeFileSystem.root = str(out.parent)
+    url = f"reporttest://{out.name}"
+    written = write_report(manifest, url, path=f"reporttest://{tmp_path.name}-report/report.html")
+    assert written == f"reporttest://{tmp_path.name}-report/report.html"
+    page = (out.parent / f"{tmp_path.name}-report" / "report.html").read_bytes()
+    assert page == render_report(manifest, str(out))
+    paths = write_statistics(manifest, url + "-tfdv", stats)
+    assert paths == [f"{url}-tfdv/stats/{split}.tfrecord" for split in ("test", "train", "val")]
+    assert (out.parent / f"{out.name}-tfdv" / "stats" / "train.tfrecord").read_bytes() == \
+        statistics_files(manifest, stats)["stats/train.tfrecord"]
