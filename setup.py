@@ -3,6 +3,10 @@
 ``pip install .`` installs both packages; ``--setup_file ./setup.py`` ships them
 to Dataflow or Flink workers, which install ``install_requires`` below.
 Exact pins for a launcher or developer machine are in requirements.txt.
+
+The dataset report (``beam_pipeline.report``, matplotlib) is written by the launcher after the
+job, never on a worker, so matplotlib is a launcher dependency (requirements.txt) and not listed
+here; if publishing ever moves into a DoFn that calls the report, add it below.
 """
 
 import setuptools

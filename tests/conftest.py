@@ -99,3 +99,12 @@ def stop_process_group(process) -> None:
         except (ProcessLookupError, subprocess.TimeoutExpired):
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
+
+
+@pytest.fixture(scope="session")
+def classification_run(corpus_dir, tmp_path_factory):
+    """The sample corpus's class folders through the command line, balanced by strata."""
+    out = tmp_path_factory.mktemp("cls_out")
+    completed = run_cli("--input", corpus_dir / "classification" / "images", "--output", out,
+                        "--task", "classification", "--num_classes", NUM_CLASSES, "--balance", "strata")
+    return out, completed

@@ -1,0 +1,181 @@
+"""Read what the report needs from a published output folder, through Beam's FileSystems.
+
+Every read is bounded (see ``ReportLimits``): a few shards, a capped number of
+bytes of rejects, thumbnails instead of images. Paths in the manifest are
+relative to ``folder``; ``folder`` may be a local path, gs:// or s3://.
+"""
+
+import io
+import json
+import logging
+from typing import Iterator, List, Optional
+
+import numpy as np
+from apache_beam.io.filesystems import FileSystems
+from PIL import Image
+
+from beam_pipeline.core import features, paths
+from beam_pipeline.report import data
+from beam_pipeline.report.tfrecord import read_records
+
+_LOG = logging.getLogger(__name__)
+_DECODE_BATCH = 32
+STATS_NAME = "stats.json"
+
+
+def read_json(path: str) -> dict:
+    with FileSystems.open(path) as handle:
+        return json.loads(handle.read())
+
+
+def read_stats(folder: str, manifest: dict) -> Optional[dict]:
+    statistics = manifest.get("statistics") or {}
+    name = statistics.get("stats_file")
+    if not name:
+        return None
+    path = paths.join(folder, name)
+    return read_json(path) if FileSystems.exists(path) else None
+
+
+def _lines(path: str, budget: List[int]) -> Iterator[str]:
+    """The lines of a text file, charging their bytes to ``budget[0]`` and stopping when it is spent."""
+    with FileSystems.open(path) as handle:
+        for raw in io.BufferedReader(handle):
+            budget[0] -= len(raw)
+            if budget[0] < 0:
+                return
+            yield raw.decode("utf-8")
+
+
+def read_reject_examples(folder: str, manifest: dict, limits: data.ReportLimits):
+    """(examples by (status, reason), complete) from the rejects files listed in the manifest."""
+    examples = data.RejectExamples(limits.reject_examples, data.expected_rejects(manifest))
+    budget = [limits.max_reject_bytes]
+    for name in manifest.get("rejects", []):
+        for line in _lines(paths.join(folder, name), budget):
+            if examples.full():
+                return dict(examples.rows), True
+            if line.strip():
+                examples.add(json.loads(line))
+        if budget[0] < 0:
+            _LOG.warning("report: stopped reading rejects after %d bytes", limits.max_reject_bytes)
+            return dict(examples.rows), False
+    return dict(examples.rows), True
+
+
+def _column(batch, name: str) -> list:
+    index = batch.schema.get_field_index(name)
+    return batch.column(index).to_pylist() if index >= 0 else [None] * batch.num_rows
+
+
+def _first(values, default=None):
+    return values[0] if values else default
+
+
+def _thumbnail(encoded: bytes, px: int) -> np.ndarray:
+    with Image.open(io.BytesIO(encoded)) as image:
+        image.draft("RGB", (px, px))  # JPEG decodes at a fraction of full size
+        image = image.convert("RGB")
+        image.thumbnail((px, px), Image.Resampling.LANCZOS)
+        return np.asarray(image)
+
+
+def _mask_like(encoded: bytes, size) -> np.ndarray:
+    with Image.open(io.BytesIO(encoded)) as mask:
+        return np.asarray(mask.resize(size, Image.Resampling.NEAREST))
+
+
+def _offer_record(picker: data.GalleryPicker, record: dict, split: str, shard: str, task: str,
+                  thumbnail_px: int) -> None:
+    """Give one original record to the gallery picker for each class it holds; decode only if kept."""
+    source_id = record["source_id"]
+    if task == "segmentation":
+        classes = data.mask_shares(record["pixels"], record["ignore"])
+        offers = [(c, share) for c, share in enumerate(classes) if record["pixels"][c] > 0]
+    else:
+        offers = [(record["label"], 0.0)]
+    thumb = None
+    for class_id, share in offers:
+        if not picker.wants(class_id, share, source_id):
+            continue
+        if thumb is None:
+            thumb = _thumbnail(record["image"], thumbnail_px)
+            size = (thumb.shape[1], thumb.shape[0])
+            mask = _mask_like(record["mask"], size) if task == "segmentation" else None
+        picker.add(data.GalleryItem(class_id, source_id, split, shard, record["height"], record["width"], share,
+                                    thumb, mask))
+
+
+def _records(batch) -> Iterator[dict]:
+    columns = {
+        "source_id": _column(batch, features.IMAGE_SOURCE_ID),
+        "height": _column(batch, features.IMAGE_HEIGHT),
+        "width": _column(batch, features.IMAGE_WIDTH),
+        "copy": _column(batch, features.REPEAT_COPY),
+        "image": _column(batch, features.IMAGE_ENCODED),
+        "mask": _column(batch, features.MASK_ENCODED),
+        "pixels": _column(batch, features.CLASS_PIXELS),
+        "ignore": _column(batch, features.IGNORE_PIXELS),
+        "label": _column(batch, features.CLASS_LABEL),
+    }
+    for i in range(batch.num_rows):
+        row = {name: values[i] for name, values in columns.items()}
+        yield {"source_id": _first(row["source_id"], b"").decode("utf-8"), "height": _first(row["height"], 0),
+               "width": _first(row["width"], 0), "copy": _first(row["copy"], 0), "image": _first(row["image"]),
+               "mask": _first(row["mask"]), "pixels": row["pixels"] or [], "ignore": _first(row["ignore"], 0),
+               "label": _first(row["label"])}
+
+
+def _batches(path: str, max_bytes: int, sample: data.ShardSample) -> Iterator[list]:
+    batch: list = []
+    with FileSystems.open(path) as handle:
+        for record in read_records(io.BufferedReader(handle, 1 << 20), max_bytes):
+            sample.bytes_read += len(record)
+            batch.append(record)
+            if len(batch) == _DECODE_BATCH:
+                yield batch
+                batch = []
+    if batch:
+        yield batch
+
+
+def sample_shards(folder: str, manifest: dict, limits: data.ReportLimits):
+    """(ShardSample, gallery) from a few shards chosen to show the rarest classes."""
+    from tfx_bsl.coders import example_coder  # decodes tf.Examples without importing TensorFlow
+
+    decoder = example_coder.ExamplesToRecordBatchDecoder()
+    task = manifest["task"]
+    quota = data.per_class_quota(manifest["num_classes"], limits)
+    shards = data.choose_shards(data.manifest_shards(manifest), data.rarest_first(manifest), quota,
+                                limits.max_shards, limits.max_shard_bytes)
+    picker = data.GalleryPicker(quota)
+    thumbnail_px = data.thumbnail_size(manifest["num_classes"], limits)
+    sample = data.ShardSample()
+    for shard in shards:
+        remaining = limits.max_shard_bytes - sample.bytes_read
+        if remaining <= 0:
+            sample.complete = False
+            break
+        sample.shards.append(shard.path)
+        read_before = sample.records
+        for serialized in _batches(paths.join(folder, shard.path), remaining, sample):
+            for record in _records(decoder.DecodeBatch(serialized)):
+                sample.records += 1
+                if record["copy"]:
+                    continue
+                sample.originals += 1
+                sample.sizes[(record["width"], record["height"])] += 1
+                _offer_record(picker, record, shard.split, shard.path, task, thumbnail_px)
+        if sample.records - read_before < shard.records:
+            sample.complete = False
+    return sample, picker.result()
+
+
+def gather(manifest: dict, folder: str, limits: data.ReportLimits = data.ReportLimits(),
+           stats: Optional[dict] = None) -> data.ReportData:
+    """Everything the report shows, read from ``folder`` (where the manifest's relative paths resolve)."""
+    stats = stats if stats is not None else read_stats(folder, manifest)
+    rejects, rejects_complete = read_reject_examples(folder, manifest, limits)
+    sample, gallery = sample_shards(folder, manifest, limits)
+    return data.ReportData(manifest=manifest, stats=stats, class_names=data.class_names(manifest, stats),
+                           rejects=rejects, rejects_complete=rejects_complete, sample=sample, gallery=gallery)
