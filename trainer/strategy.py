@@ -289,7 +289,8 @@ def choose_strategy(name: str, tpu: Optional[str] = None,
                 return tf.distribute.TPUStrategy(resolver), f"auto: a TPU is reachable at {_tpu_where(address)}"
             except StrategyError as error:
                 _LOG.info("auto: no TPU (%s)", error)
-    gpus = len(tf.config.list_logical_devices("GPU")) if name == "auto" else 0
+    # Listing devices starts TF's runtime, after which MultiWorkerMirrored can no longer be set up.
+    gpus = len(tf.config.list_logical_devices("GPU")) if name == "auto" and cluster.tasks <= 1 else 0
     kind, why = pick_strategy(name, cluster, gpus)
     return _build(kind), why
 
