@@ -208,15 +208,18 @@ def worker_dir(job_dir: str, strategy: tf.distribute.Strategy) -> str:
 
 
 def _check_reachable(address: str, timeout: float = 5.0) -> None:
-    """Fail fast for a ``grpc://host:port`` address whose port does not answer (TF would wait for minutes)."""
-    if not address.startswith("grpc://"):
-        return
-    host, _, port = address[len("grpc://"):].rpartition(":")
-    try:
-        with socket.create_connection((host, int(port)), timeout=timeout):
-            return
-    except (OSError, ValueError) as error:
-        raise StrategyError(f"--strategy tpu: no TPU reachable at {address} ({error})") from None
+    """Fail fast for ``grpc://host:port`` addresses (comma-separated, as in GKE's TPU endpoints) whose port does
+    not answer: TF would wait for minutes. Names and ``local`` are left to TPUClusterResolver."""
+    for endpoint in address.split(","):
+        endpoint = endpoint.strip()
+        if not endpoint.startswith("grpc://"):
+            continue
+        host, _, port = endpoint[len("grpc://"):].rpartition(":")
+        try:
+            with socket.create_connection((host, int(port)), timeout=timeout):
+                pass
+        except (OSError, ValueError) as error:
+            raise StrategyError(f"--strategy tpu: no TPU reachable at {address} ({error})") from None
 
 
 def _tpu_errors() -> tuple:
@@ -241,7 +244,7 @@ def _connect_tpu(address: Optional[str]):
     VM's chips) or ``""`` (TPU_NAME).
     """
     address = address or ""
-    _check_reachable(address)
+    _check_reachable(_tpu_where(address))             # "" is TPU_NAME's address, which may be grpc:// too.
     try:
         resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=address)
         tf.config.experimental_connect_to_cluster(resolver)
