@@ -148,10 +148,11 @@ server.join()
 
 
 def run_trainer(out, job_dir, *args):
+    env = {name: value for name, value in os.environ.items() if name not in NO_TPU_ENV}
     return subprocess.Popen([sys.executable, "-m", "trainer", "--data", str(out), "--job_dir", str(job_dir),
                              "--epochs", "1", "--steps_per_epoch", "1", "--crop", "32,32", *args],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**{k: v for k, v in os.environ.items() if k not in NO_TPU_ENV}, "CUDA_VISIBLE_DEVICES": "-1"})
+                            env={**env, "CUDA_VISIBLE_DEVICES": "-1"})
 
 
 def test_the_readme_tpu_command_off_a_tpu_and_a_tf_server_without_tpus(segmentation_run, tmp_path):
