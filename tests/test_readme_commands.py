@@ -180,13 +180,18 @@ def pipeline_launch_checks(argv: List[str], where: str) -> None:
     from apache_beam.options.pipeline_options_validator import PipelineOptionsValidator
     from apache_beam.runners.runner import create_runner
 
-    from beam_pipeline.options import CorpusOptionsError, help_parser, to_config
-    from beam_pipeline.pipeline import check_worker_paths
+    from beam_pipeline.options import CorpusOptionsError, help_parser
+    try:                                                # issue 9's layout
+        from beam_pipeline.config import to_config
+        from beam_pipeline.launch import check_worker_paths
+    except ImportError:                                 # before it
+        from beam_pipeline.options import to_config
+        from beam_pipeline.pipeline import check_worker_paths
 
     if "--help" in argv or "-h" in argv:
         _parse(lambda: help_parser().parse_args(argv), where)
         return
-    parser = _BeamArgumentParser(allow_abbrev=False)
+    parser = _BeamArgumentParser(prog="python -m beam_pipeline", allow_abbrev=False)
     for options_class in {str(cls): cls for cls in PipelineOptions.__subclasses__()}.values():
         options_class._add_argparse_args(parser)  # noqa: SLF001 - what PipelineOptions.get_all_options does
     _, unknown = _parse(lambda: parser.parse_known_args(argv), where)
