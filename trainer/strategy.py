@@ -250,9 +250,18 @@ def _connect_tpu(address: Optional[str]):
         tf.config.experimental_connect_to_cluster(resolver)
         tf.tpu.experimental.initialize_tpu_system(resolver)
     except _tpu_errors() as error:
-        lines = str(error).strip().splitlines() or [type(error).__name__]
-        raise StrategyError(f"--strategy tpu: no TPU reachable at {_tpu_where(address)} ({lines[0]})") from None
+        raise StrategyError(f"--strategy tpu: no TPU reachable at {_tpu_where(address)} ({_tpu_detail(error)})") from None
     return resolver
+
+
+def _tpu_detail(error: Exception) -> str:
+    """The first line of ``error``; for a TensorFlow build without TPU kernels (PyPI's ``tensorflow`` wheel),
+    that fact instead of TF's page-long kernel listing."""
+    text = str(error)
+    if "No OpKernel was registered" in text and "ConfigureDistributedTPU" in text:
+        return (f"TensorFlow {tf.__version__} here is built without TPU support: no kernel for "
+                "ConfigureDistributedTPU; a TPU VM needs a TPU build of TensorFlow, see README")
+    return (text.strip().splitlines() or [type(error).__name__])[0]
 
 
 def _build(kind: str) -> tf.distribute.Strategy:
