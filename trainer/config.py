@@ -38,7 +38,9 @@ class TrainConfig:
 def _crop(text: str) -> Tuple[int, int]:
     parts = text.split(",")
     if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
-        raise argparse.ArgumentTypeError(f"expected H,W such as 256,256, got {text!r}")
+        # A YAML flow list such as Vertex AI's args: [..., --crop=256,256] splits the item at its comma.
+        hint = " (in a YAML [list], quote the item or put one item per line)" if text.strip().isdigit() else ""
+        raise argparse.ArgumentTypeError(f"expected H,W such as 256,256, got {text!r}{hint}")
     return int(parts[0]), int(parts[1])
 
 
