@@ -56,6 +56,7 @@ SKIPPED = {
     "make": "a Makefile target; `make test` runs this suite",
     "docker": "builds or pushes the image of Dockerfile",
     "gcloud": "Google Cloud's CLI; the --config file it takes is a ```yaml block, checked below",
+    "xdg-open": "opens a file in the desktop's browser",
 }
 # README commands that are wrong today, each with what is wrong. Each is an xfail(strict=True): once
 # README is corrected the entry fails as XPASS (and test_known_broken_entries_still_match fails), so the
@@ -263,6 +264,13 @@ def flink_cluster_checks(argv: List[str], where: str) -> None:
     pipeline_launch_checks([*argv[split + 1:], *flags], where)
 
 
+def report_checks(argv: List[str], where: str) -> None:
+    """``python -m beam_pipeline.report OUTPUT_DIR [options]``: the report's own parser (nothing is read)."""
+    from beam_pipeline.report.__main__ import parser
+
+    _parse(lambda: parser().parse_args(argv), where)
+
+
 def check_command(command: Command) -> str:
     """Check one README command; returns what was done with it, raises CommandError."""
     where = f"README.md:{command.line}"
@@ -275,6 +283,8 @@ def check_command(command: Command) -> str:
             trainer_checks(rest, env, where)
         elif module == "tools.flink.cluster":
             flink_cluster_checks(rest, where)
+        elif module == "beam_pipeline.report":
+            report_checks(rest, where)
         else:
             raise CommandError(f"{where}: python -m {module}: no check for this module; add one")
         return f"checked: python -m {module}"
@@ -442,8 +452,10 @@ def test_a_block_ending_in_a_continuation_and_an_unknown_program_fail():
 
 def _misspell_last_option(argv: Tuple[str, ...]) -> Tuple[str, ...]:
     """The last --option (name only, before any =value) with one letter doubled; without options, the last
-    word (a subcommand such as `up`)."""
+    word when it is a subcommand such as `up`, or else (a path) an option the program does not have."""
     options = [i for i, word in enumerate(argv) if word.startswith("--") and len(word) > 2]
+    if not options and "/" in argv[-1]:
+        return (*argv, "--no_such_option")
     index = max(options) if options else len(argv) - 1
     name, sep, value = argv[index].partition("=")
     return (*argv[:index], name + name[-1] + sep + value, *argv[index + 1:])
