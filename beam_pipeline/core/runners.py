@@ -5,9 +5,12 @@ Spark cluster on another host, SDK workers in Docker containers) fails late
 and obscurely: a worker finds no input, or writes its output into its own
 container, which then disappears. :func:`unreachable_local_paths` finds such
 paths before the job is submitted, so the run stops with one clear line.
+:func:`artifact_staging_problem` does the same for the files a Flink job
+stages for its workers (its options and packages).
 """
 
 import dataclasses
+import json
 from typing import Dict, List, Optional
 
 from beam_pipeline.core.paths import split_scheme
@@ -35,10 +38,31 @@ def _host(address: Optional[str]) -> str:
     return text.rsplit(":", 1)[0] if text.count(":") == 1 else text
 
 
+def external_pool_address(environment_config: Optional[str],
+                          external_service_address: Optional[str] = None) -> Optional[str]:
+    """The worker pool an EXTERNAL environment names, as Beam reads it (environments.ExternalEnvironment):
+    ``--environment_config`` as ``host:port`` or as JSON ``{"url": ...}``, else
+    ``--environment_options external_service_address=host:port``."""
+    text = (environment_config or "").strip()
+    if text.startswith("{"):
+        try:
+            url = json.loads(text).get("url")
+        except (ValueError, AttributeError):
+            return None
+        return url if isinstance(url, str) else None
+    return text or external_service_address or None
+
+
 def placement(runner: Optional[str], *, flink_master: Optional[str] = None,
               spark_master_url: Optional[str] = None, job_endpoint: Optional[str] = None,
-              environment_type: Optional[str] = None) -> Placement:
-    """Where the workers of ``runner`` run, from the pipeline options that decide it."""
+              environment_type: Optional[str] = None, environment_config: Optional[str] = None,
+              external_service_address: Optional[str] = None) -> Placement:
+    """Where the workers of ``runner`` run, from the pipeline options that decide it.
+
+    For EXTERNAL, the worker pool's address (:func:`external_pool_address`) is as each TaskManager or
+    job server sees it: ``localhost:50000`` is a pool beside each of them, ``otherhost:50000`` is another
+    machine, whose workers cannot see this machine's files.
+    """
     name = (runner or "DirectRunner").rsplit(".", 1)[-1].lower()
     environment = (environment_type or "").upper()
     if name in IN_PROCESS_RUNNERS:
@@ -65,7 +89,56 @@ def placement(runner: Optional[str], *, flink_master: Optional[str] = None,
     if environment == "DOCKER":
         return Placement(True, "the SDK workers run in Docker containers (--environment_type DOCKER, "
                                "the default for this runner), which do not see this machine's files")
+    pool = external_pool_address(environment_config, external_service_address)
+    if environment == "EXTERNAL" and pool and _host(pool) not in LOCAL_HOSTS:
+        return Placement(True, f"the SDK workers run in the EXTERNAL worker pool at {pool}, another machine")
     return Placement(False, f"the SDK workers run on this machine ({environment})")
+
+
+# What the job server jar of tools/flink (and its runner-lib jar for a cluster's lib/) can read
+# --artifacts_dir from besides a local path: their META-INF/services FileSystemRegistrar lists Beam's
+# ClassLoader, Local and GCS filesystems, and no S3 or HDFS one.
+ARTIFACT_SCHEMES = ("gs://",)
+
+
+def _is_flink(runner: Optional[str]) -> bool:
+    return (runner or "").rsplit(".", 1)[-1].lower() in ("flinkrunner", "flink")
+
+
+def artifact_staging_problem(runner: Optional[str], *, flink_master: Optional[str] = None,
+                             submit_uber_jar: bool = False, artifacts_dir: Optional[str] = None,
+                             allow_local_paths: bool = False) -> Optional[str]:
+    """Why the TaskManagers could not fetch this run's staged artifacts, or None.
+
+    FlinkRunner starts a job server on this machine, which stages the job's artifacts (its pipeline
+    options, the --setup_file package) in --artifacts_dir, by default a temporary folder here. Each
+    TaskManager serves them to its SDK workers (Docker containers, EXTERNAL pools) from its own artifact
+    retrieval service, which reads that folder: a TaskManager on another machine finds nothing
+    (apache/beam#24367, #32743), whatever the environment type. So this depends on where the Flink
+    master (and its TaskManagers) is, not on the environment. --flink_submit_uber_jar packs the
+    artifacts into the jar submitted to the cluster instead.
+    """
+    if not _is_flink(runner) or submit_uber_jar:
+        return None
+    master = flink_master or "[auto]"
+    if master in LOCAL_FLINK_MASTERS or _host(master) in LOCAL_HOSTS:
+        return None
+    if not artifacts_dir:
+        return (f"the Flink master {master} is another machine, whose TaskManagers cannot read the job "
+                "server's local temporary folder: give --artifacts_dir gs://BUCKET/beam-artifacts (or "
+                "--flink_submit_uber_jar)")
+    scheme = split_scheme(artifacts_dir)[0]
+    if not scheme or scheme == "file://":
+        if allow_local_paths:
+            return None
+        return (f"--artifacts_dir {artifacts_dir} is a local path, which the TaskManagers of {master} cannot "
+                "read: use gs://BUCKET/beam-artifacts, or --allow_local_paths when every TaskManager mounts "
+                "it at the same place")
+    if scheme not in ARTIFACT_SCHEMES:
+        return (f"--artifacts_dir {artifacts_dir}: the job server jar of tools/flink reads only "
+                f"{', '.join(ARTIFACT_SCHEMES)} besides local paths (it carries no {scheme} filesystem); "
+                "use gs://, or --flink_submit_uber_jar")
+    return None
 
 
 def unreachable_local_paths(where: Placement, named_paths: Dict[str, Optional[str]]) -> List[str]:
