@@ -8,6 +8,7 @@ choice. Every mistake found here stops the run with one clear line
 """
 
 import dataclasses
+import difflib
 import importlib.metadata
 import os
 import platform
@@ -16,8 +17,8 @@ from typing import List, Optional, Tuple
 
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import (DirectOptions, FlinkRunnerOptions, GoogleCloudOptions,
-                                                  PipelineOptions, PortableOptions, SparkRunnerOptions,
-                                                  StandardOptions)
+                                                  JobServerOptions, PipelineOptions, PortableOptions,
+                                                  SparkRunnerOptions, StandardOptions, _BeamArgumentParser)
 
 from beam_pipeline import listing
 from beam_pipeline.config import CorpusConfig, to_config
@@ -44,6 +45,7 @@ class Launch:
 def resolve(argv: List[str]) -> Launch:
     """Check the command line and look at the input once; raises CorpusOptionsError."""
     options = PipelineOptions(argv)
+    check_known_options(argv, options)
     config = to_config(options)
     check_worker_paths(options, config)
     config = _absolute_local_paths(config, options)
@@ -196,29 +198,89 @@ def _absolute_local_paths(config: CorpusConfig, options: PipelineOptions) -> Cor
     return dataclasses.replace(config, input=absolute(config.input), output=absolute(config.output))
 
 
+class _OptionsParser(_BeamArgumentParser):
+    """Beam's own option parser (no abbreviations), whose errors become one line instead of an exit."""
+
+    def error(self, message):
+        raise CorpusOptionsError(message)
+
+
+def check_known_options(argv: List[str], options: PipelineOptions) -> None:
+    """Refuse options that no PipelineOptions class knows, with the nearest known name.
+
+    Beam drops them with only a warning, so a misspelt ``--max_num_worker 64`` would run with the default.
+    The runner's module is imported first, so options a runner defines in its own module are known.
+    Portable runners (Flink, Spark, PortableRunner, Prism) are the exception: their job server adds its
+    own options at submission (Flink's ``--checkpointing_interval``, ...), which Python cannot know here;
+    unknown options are passed on to them, and Beam warns about those the job server does not know either.
+    """
+    from apache_beam.runners.portability.portable_runner import PortableRunner
+    from apache_beam.runners.runner import create_runner
+
+    name = options.view_as(StandardOptions).runner or "DirectRunner"
+    try:
+        runner_object = create_runner(name)
+    except (ValueError, ImportError, AttributeError, TypeError) as error:
+        raise CorpusOptionsError(f"--runner {name}: {error}") from None
+    parser = _OptionsParser(prog="python -m beam_pipeline", allow_abbrev=False)
+    for options_class in {str(cls): cls for cls in PipelineOptions.__subclasses__()}.values():
+        options_class._add_argparse_args(parser)  # noqa: SLF001 - as PipelineOptions.get_all_options does
+    _, unknown = parser.parse_known_args(argv)
+    if not unknown or isinstance(runner_object, PortableRunner):
+        return
+    known = [option for action in parser._actions for option in action.option_strings]  # noqa: SLF001
+    raise CorpusOptionsError(f"{_describe_unknown(unknown, known)}: {name} would run without them (Beam "
+                             "ignores options it does not know, with only a warning); see --help")
+
+
+def _describe_unknown(unknown: List[str], known: List[str]) -> str:
+    """``unknown option --max_num_worker (did you mean --max_num_workers?)``; a value after it is its own."""
+    options, stray = [], []
+    for index, word in enumerate(unknown):
+        if word.startswith("-"):
+            name = word.split("=", 1)[0]
+            nearest = difflib.get_close_matches(name, known, n=1)
+            options.append(f"{name} (did you mean {nearest[0]}?)" if nearest else name)
+        elif index == 0 or not unknown[index - 1].startswith("-") or "=" in unknown[index - 1]:
+            stray.append(repr(word))
+    parts = ([f"unknown option(s) {', '.join(options)}"] if options else []) + (
+        [f"unexpected argument(s) {', '.join(stray)}"] if stray else [])
+    return "; ".join(parts)
+
+
 def check_worker_paths(options: PipelineOptions, config: CorpusConfig) -> None:
-    """Refuse local paths when the workers run elsewhere: they would fail late, or write nowhere."""
+    """Refuse local paths when the workers run elsewhere: they would fail late, or write nowhere.
+
+    Also refuse a remote Flink cluster whose TaskManagers could not fetch the job's staged artifacts.
+    """
     standard = options.view_as(StandardOptions)
     portable = options.view_as(PortableOptions)
     cloud = options.view_as(GoogleCloudOptions)
+    flink = options.view_as(FlinkRunnerOptions)
     where = runners.placement(
-        standard.runner, flink_master=options.view_as(FlinkRunnerOptions).flink_master,
+        standard.runner, flink_master=flink.flink_master,
         spark_master_url=options.view_as(SparkRunnerOptions).spark_master_url,
-        job_endpoint=portable.job_endpoint, environment_type=portable.environment_type)
+        job_endpoint=portable.job_endpoint, environment_type=portable.environment_type,
+        environment_config=portable.environment_config,
+        external_service_address=portable.lookup_environment_option("external_service_address"))
     if where.remote and not cloud.temp_location:
         raise CorpusOptionsError(
             f"--temp_location is required with {standard.runner}: {where.reason}, so Beam and tf.Transform "
             "need a temporary folder they can all reach, e.g. gs://BUCKET/tmp")
-    if config.allow_local_paths:
-        return
     named = {"input": config.input, "output": config.output, "temp_location": cloud.temp_location,
              "staging_location": cloud.staging_location}
-    unreachable = runners.unreachable_local_paths(where, named)
+    unreachable = [] if config.allow_local_paths else runners.unreachable_local_paths(where, named)
     if unreachable:
         raise CorpusOptionsError(
             f"{standard.runner}: {where.reason}, so they cannot reach the local path(s) "
             f"{', '.join(unreachable)}; use gs:// or s3:// paths, or --allow_local_paths when every "
             "worker mounts this filesystem at the same place")
+    problem = runners.artifact_staging_problem(
+        standard.runner, flink_master=flink.flink_master, submit_uber_jar=flink.flink_submit_uber_jar,
+        artifacts_dir=options.view_as(JobServerOptions).artifacts_dir,
+        allow_local_paths=config.allow_local_paths)
+    if problem:
+        raise CorpusOptionsError(f"{standard.runner}: {problem}")
 
 
 def package_versions() -> dict:
