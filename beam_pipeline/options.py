@@ -148,15 +148,15 @@ class CorpusOptions(PipelineOptions):
 def help_parser() -> argparse.ArgumentParser:
     """The parser behind ``--help``: this tool's options and the common Beam ones."""
     from apache_beam.options.pipeline_options import (DirectOptions, FlinkRunnerOptions, GoogleCloudOptions,
-                                                      PortableOptions, SetupOptions, StandardOptions,
-                                                      WorkerOptions)
+                                                      JobServerOptions, PortableOptions, SetupOptions,
+                                                      StandardOptions, WorkerOptions)
     parser = argparse.ArgumentParser(
         prog="python -m beam_pipeline",
         description="Read a raw image corpus, filter the subset, validate every pair, and write "
                     "sharded TFRecords, rejects and manifest.json. Any other Apache Beam pipeline "
                     "option (Flink, Dataflow, ...) is accepted and passed to the runner.")
     CorpusOptions._add_argparse_args(parser)
-    for beam_options in (StandardOptions, DirectOptions, PortableOptions, FlinkRunnerOptions, GoogleCloudOptions,
-                         WorkerOptions, SetupOptions):
+    for beam_options in (StandardOptions, DirectOptions, PortableOptions, FlinkRunnerOptions, JobServerOptions,
+                         GoogleCloudOptions, WorkerOptions, SetupOptions):
         beam_options._add_argparse_args(parser.add_argument_group(f"Beam: {beam_options.__name__}"))
     return parser
