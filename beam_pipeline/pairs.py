@@ -139,11 +139,14 @@ def read_file(path: str, max_bytes: int, what: str) -> Union[bytes, Rejection]:
             chunks = []
             size = 0
             while size <= max_bytes:
-                chunk = handle.read(min(_CHUNK, max_bytes + 1 - size))
-                if not chunk:
-                    break
+                wanted = min(_CHUNK, max_bytes + 1 - size)
+                chunk = handle.read(wanted)
                 chunks.append(chunk)
                 size += len(chunk)
+                # Beam's readers are buffered: a short read is the end of the file. Asking again would cost
+                # a request past the end on gs:// (README, "Cost per TB").
+                if len(chunk) < wanted:
+                    break
     except (BeamIOError, OSError) as error:
         return Rejection(reasons.UNREADABLE, f"{what} file cannot be read: {error}")
     if size > max_bytes:
