@@ -12,6 +12,7 @@ from typing import Iterable, Iterator, Optional, Tuple, Union
 
 from apache_beam.io.filesystem import BeamIOError
 from apache_beam.io.filesystems import FileSystems
+from google.api_core.exceptions import GoogleAPICallError
 
 from beam_pipeline import listing
 from beam_pipeline.core import paths, reasons, selection
@@ -29,6 +30,9 @@ IMAGES = "images"              # paired folders: the image globs ...
 MASKS = "masks"                # ... and the mask glob, joined on the mask path
 MAX_EXAMPLES_SALT = "max_examples"
 _CHUNK = 4 * 1024 * 1024
+# What opening or reading a file may raise. Beam's GCS filesystem lets the client library's errors through:
+# a missing gs:// object raises google.api_core's NotFound from FileSystems.open (apache-beam[gcp]).
+_READ_ERRORS = (BeamIOError, OSError, GoogleAPICallError)
 
 
 # --------------------------------------------------------------------------
@@ -130,7 +134,7 @@ def read_file(path: str, max_bytes: int, what: str) -> Union[bytes, Rejection]:
     """
     try:
         handle = FileSystems.open(path, compression_type="uncompressed")
-    except (BeamIOError, OSError) as error:
+    except _READ_ERRORS as error:
         if not _exists(path):
             return Rejection(reasons.MISSING_FILE, f"{what} file not found: {path}")
         return Rejection(reasons.UNREADABLE, f"{what} file cannot be opened: {error}")
@@ -147,7 +151,7 @@ def read_file(path: str, max_bytes: int, what: str) -> Union[bytes, Rejection]:
                 # a request past the end on gs:// (README, "Cost per TB").
                 if len(chunk) < wanted:
                     break
-    except (BeamIOError, OSError) as error:
+    except _READ_ERRORS as error:
         return Rejection(reasons.UNREADABLE, f"{what} file cannot be read: {error}")
     if size > max_bytes:
         return Rejection(reasons.FILE_TOO_LARGE, f"{what} file is larger than {max_bytes} bytes")
@@ -159,7 +163,7 @@ def read_file(path: str, max_bytes: int, what: str) -> Union[bytes, Rejection]:
 def _exists(path: str) -> bool:
     try:
         return FileSystems.exists(path)
-    except (BeamIOError, OSError):
+    except _READ_ERRORS:
         return False
 
 
