@@ -8,7 +8,8 @@
    pipeline's own functions: read and check both files, then read them again,
    verify the digest and encode the record, as the writer does. Measure the
    bytes, the outcome, the CPU time and the worker processes' peak memory.
-4. Scale up with :func:`beam_pipeline.core.plan.estimate`.
+4. Scale up with :func:`beam_pipeline.core.plan.estimate`, and count the object-store requests
+   of the run with :func:`beam_pipeline.core.plan.object_store_requests`.
 
 Discovery, selection, checks and records are beam_pipeline/pairs.py's, the
 functions the pipeline's composites call. Paired folders are estimated from
@@ -30,10 +31,12 @@ from beam_pipeline.config import CorpusConfig
 from beam_pipeline.core.checks import Rejection
 from beam_pipeline.core.example import frame_record
 from beam_pipeline.core.hashing import stable_hash
-from beam_pipeline.core.plan import PairSample, estimate, human_bytes, shards_line
+from beam_pipeline.core.paths import split_scheme
+from beam_pipeline.core.plan import (REQUESTS_PER_OPEN, UPLOAD_CHUNK_BYTES, PairSample, estimate, human_bytes,
+                                     human_count, object_store_requests, shards_line)
 from beam_pipeline.core.records import REJECTED, VALID, Outcome, pack, unpack
 from beam_pipeline.core.selection import SplitSpec
-from beam_pipeline.specs import CheckSpec
+from beam_pipeline.specs import CLASS_FOLDERS, PAIRED, CheckSpec
 
 PLAN_SALT = "plan"
 PROGRESS_EVERY = 100_000
@@ -106,8 +109,24 @@ def make_plan(config: CorpusConfig, split_spec: SplitSpec, sample_size: int, wor
                     target_shard_bytes=config.target_shard_bytes, balance=config.balance,
                     balance_threshold=config.balance_threshold, num_classes=config.num_classes,
                     sample_worker_rss_bytes=worker_rss)
+    plan["requests"] = _requests(config, plan)
     plan["planning_seconds"] = time.monotonic() - started
     return plan
+
+
+def _requests(config: CorpusConfig, plan: dict) -> dict:
+    """Object-store requests of the full run; a local --input or --output is counted as if on gs://."""
+    output_scheme = split_scheme(config.output)[0]
+    model = output_scheme if output_scheme in UPLOAD_CHUNK_BYTES else "gs://"
+    # Folder inputs list every file: paired folders their images and (one per image) masks.
+    listed = {PAIRED: 2 * plan["discovered"], CLASS_FOLDERS: plan["discovered"]}.get(config.input_format, 0)
+    requests = object_store_requests(
+        files_per_pair=1 if config.task == "classification" else 2, validated_pairs=plan["selected"],
+        written_records=sum(entry["records"] for entry in plan["splits"].values()), listed_objects=listed,
+        shard_sizes=[entry["shard_bytes"] for entry in plan["splits"].values() for _ in range(entry["shards"])],
+        input_bytes=plan["input_bytes"], output_scheme=model)
+    local = not (split_scheme(config.input)[0] in UPLOAD_CHUNK_BYTES and output_scheme in UPLOAD_CHUNK_BYTES)
+    return dict(requests, model=model, local=local)
 
 
 def render_plan(plan: dict) -> str:
@@ -128,4 +147,20 @@ def render_plan(plan: dict) -> str:
               f"  compute                  ~{plan['vcpu_hours']:.2f} vCPU-hours "
               f"(about {plan['vcpu_hours'] * 3600 / max(os.cpu_count() or 1, 1):,.0f} s on this machine's "
               f"{os.cpu_count()} cores)"]
-    return "\n".join(lines)
+    return "\n".join(lines + _request_lines(plan["requests"], plan["splits"]))
+
+
+def _request_lines(requests: dict, splits: dict) -> list:
+    shards = sum(entry["shards"] for entry in splits.values())
+    per_tb = requests["per_tb"]
+    where = (f"as on {requests['model']}; this run's local paths make none" if requests["local"]
+             else requests["model"])
+    return [f"  object-store requests    ({where}; README \"Cost per TB\")",
+            f"    GETs                   ~{human_count(requests['gets'])}: ~{human_count(requests['validation_gets'])} "
+            f"validation + ~{human_count(requests['reread_gets'])} the writer's re-read, "
+            f"{REQUESTS_PER_OPEN} per file opened",
+            f"    listing pages          ~{human_count(requests['list_pages'])}",
+            f"    uploads                ~{human_count(requests['uploads'])} for {shards:,} shard(s) "
+            "(start, chunks, move into place)",
+            f"    per TB of input        ~{human_count(per_tb['gets'])} GETs, ~{human_count(per_tb['list_pages'])} "
+            f"listing pages, ~{human_count(per_tb['uploads'])} uploads"]

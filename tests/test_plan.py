@@ -2,8 +2,13 @@
 
 import pytest
 
-from beam_pipeline.core.plan import MEMORY_HEADROOM, PIPELINE_OVERHEAD, PairSample, estimate
-from conftest import NUM_CLASSES, run_cli
+import re
+from pathlib import Path
+
+from beam_pipeline.core.plan import MEMORY_HEADROOM, PIPELINE_OVERHEAD, PairSample, estimate, object_store_requests
+from conftest import NUM_CLASSES, ROOT, run_cli
+
+MiB = 1024 * 1024
 
 
 def _sample(split, status="valid", record=1000, cpu=0.01, classes=(0,)):
@@ -49,3 +54,47 @@ def test_plan_on_the_sample_corpus_writes_nothing(corpus_dir, tmp_path):
     assert "selected pairs           251 (exact)" in text      # one row leaves the manifest's folder
     for label in ("shuffle", "worker memory per core", "vCPU-hours", "train ", "val ", "test "):
         assert label in text
+    assert "object-store requests    (as on gs://; this run's local paths make none" in text
+    # A listing file input: no listing pages; 251 selected pairs of two files, 2 GETs per open.
+    assert "    listing pages          ~0\n" in text
+    assert "~1,004 validation + " in text
+
+
+def test_object_store_requests_by_hand():
+    requests = object_store_requests(files_per_pair=2, validated_pairs=1000, written_records=1100,
+                                     listed_objects=2500, shard_sizes=[128 * MiB, 20 * MiB, 1_000_000],
+                                     input_bytes=500_000_000_000, output_scheme="gs://")
+    assert requests["validation_gets"] == 4000          # 1000 pairs x 2 files x 2 requests
+    assert requests["reread_gets"] == 4400              # 1100 records (repeat copies re-read too)
+    assert requests["gets"] == 8400
+    assert requests["list_pages"] == 3                  # 2,500 objects, 1,000 a page
+    # start + 16 MiB chunks + a copy into place: 1+8+1, 1+2+1, 1+1+1
+    assert requests["uploads"] == 17
+    assert requests["per_tb"] == {"gets": 16800, "list_pages": 6, "uploads": 34}   # 0.5 TB read
+
+
+def test_object_store_uploads_on_s3_and_nothing_read():
+    requests = object_store_requests(files_per_pair=1, validated_pairs=0, written_records=0, listed_objects=0,
+                                     shard_sizes=[128 * MiB, 20 * MiB, 1_000_000], input_bytes=0,
+                                     output_scheme="s3://")
+    # create + 5 MiB parts + complete, then a copy: 2+26+1, 2+4+1, 2+1+1
+    assert requests["uploads"] == 40
+    assert (requests["gets"], requests["list_pages"]) == (0, 0)
+    assert requests["per_tb"] == {"gets": 0.0, "list_pages": 0.0, "uploads": 0.0}
+
+
+def test_readme_cost_per_tb_comes_from_the_model():
+    # README's example: 7.5 M pairs of an image and a mask per TB, each written once (no copies), about
+    # 7,451 shards of 128 MiB (1 TB of records), a listing file input; or the same as paired folders.
+    shards = [128 * MiB] * 7451
+    from_listing = object_store_requests(files_per_pair=2, validated_pairs=7_500_000, written_records=7_500_000,
+                                         listed_objects=0, shard_sizes=shards, input_bytes=10**12)
+    from_folders = object_store_requests(files_per_pair=2, validated_pairs=7_500_000, written_records=7_500_000,
+                                         listed_objects=15_000_000, shard_sizes=shards, input_bytes=10**12)
+    assert from_listing["gets"] == 60_000_000           # 30 M opens x 2
+    assert from_listing["uploads"] == 74_510            # 7,451 x (1 + 8 + 1)
+    assert from_folders["list_pages"] == 15_000
+    cost = re.search(r"\*\*Cloud Storage requests\*\*.*?(?=\n\n)", (Path(ROOT) / "README.md").read_text(), re.DOTALL).group(0)
+    cost = " ".join(cost.split())
+    for figure in ("30 M opens", "60 M GET requests", "$24 per TB", "74,510 upload requests", "15,000 listing pages"):
+        assert figure in cost, figure

@@ -7,6 +7,7 @@ sample chosen by stable hash and scaled up. Pure: no Beam, no TensorFlow.
 """
 
 import dataclasses
+import math
 from typing import Dict, List, Mapping, Sequence
 
 from beam_pipeline.core.balance import class_repeat_factors, expected_growth, image_repeat_factor
@@ -27,6 +28,20 @@ SHUFFLES_OF_PAIR = 2
 # (README, "Planning a large run").
 MEMORY_HEADROOM = 1.35
 WRITER_READ_AHEAD = 2        # write.READ_THREADS: records read ahead while a shard is written
+
+# Object-store requests (gs://, s3://): the model of README's "Cost per TB", from Beam 2.70's filesystems.
+# Opening a file costs a metadata request (GCS: objects.get in gcsio.BeamBlobReader; S3: HEAD in
+# s3io.S3Downloader) and one ranged GET per 16 MiB (their read buffer); pairs.read_file stops at the short
+# read that ends a file, so a file of up to 16 MiB costs 2. Counted against a GCS JSON-API emulator.
+REQUESTS_PER_OPEN = 2
+LIST_PAGE_OBJECTS = 1000     # objects per listing page (GCS objects.list, S3 ListObjectsV2)
+# Writing a shard: GCS resumable upload (gcsio.BeamBlobWriter): a start request and one per 16 MiB chunk;
+# S3 multipart upload (s3io.S3Uploader): create, one part per 5 MiB, complete. Then publishing moves the
+# shard into place: a copy (Beam's rename is copy + delete, and deletes are not billed).
+UPLOAD_CHUNK_BYTES = {"gs://": 16 * 1024 * 1024, "s3://": 5 * 1024 * 1024}
+UPLOAD_FIXED_REQUESTS = {"gs://": 1, "s3://": 2}
+MOVE_REQUESTS = 1
+TB = 10**12
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,6 +113,29 @@ def estimate(*, discovered: int, selected_by_split: Mapping[str, int], samples: 
     }
 
 
+def object_store_requests(*, files_per_pair: int, validated_pairs: int, written_records: int,
+                          listed_objects: int, shard_sizes: Sequence[int], input_bytes: int,
+                          output_scheme: str = "gs://") -> dict:
+    """The requests a run makes when its input and output are on an object store.
+
+    Every validated pair's files are opened once by validation, and every written record's files once
+    more by the writer, which re-reads and verifies them (repeat-factor copies included): REQUESTS_PER_OPEN
+    GETs each. A folder input is listed a page of LIST_PAGE_OBJECTS objects at a time (a listing file
+    input lists nothing). Each shard is uploaded in chunks and moved into place. ``per_tb`` divides by
+    the terabytes of input read.
+    """
+    validation = validated_pairs * files_per_pair * REQUESTS_PER_OPEN
+    reread = written_records * files_per_pair * REQUESTS_PER_OPEN
+    pages = math.ceil(listed_objects / LIST_PAGE_OBJECTS)
+    chunk = UPLOAD_CHUNK_BYTES.get(output_scheme, UPLOAD_CHUNK_BYTES["gs://"])
+    fixed = UPLOAD_FIXED_REQUESTS.get(output_scheme, UPLOAD_FIXED_REQUESTS["gs://"])
+    uploads = sum(fixed + max(1, math.ceil(size / chunk)) + MOVE_REQUESTS for size in shard_sizes)
+    terabytes = input_bytes / TB
+    totals = {"gets": validation + reread, "list_pages": pages, "uploads": uploads}
+    return {"validation_gets": validation, "reread_gets": reread, **totals,
+            "per_tb": {name: (value / terabytes if terabytes else 0.0) for name, value in totals.items()}}
+
+
 def _train_growth(train: List[PairSample], balance: str, threshold: float, num_classes: int) -> float:
     """Repeat-factor growth of the train split, with class presence taken from the sample."""
     if balance != "repeat_factor" or not train:
@@ -116,6 +154,11 @@ def human_bytes(value: float) -> str:
             return f"{value:,.0f} {unit}" if unit == "B" else f"{value:,.1f} {unit}"
         value /= 1000.0
     return f"{value:.1f} TB"
+
+
+def human_count(value: float) -> str:
+    """``950``, ``12,400``, ``3.1 M``."""
+    return f"{value / 1e6:,.1f} M" if value >= 1e6 else f"{value:,.0f}"
 
 
 def shards_line(entry: Mapping[str, int]) -> str:
