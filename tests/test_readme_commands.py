@@ -61,10 +61,7 @@ SKIPPED = {
 # README commands that are wrong today, each with what is wrong. Each is an xfail(strict=True): once
 # README is corrected the entry fails as XPASS (and test_known_broken_entries_still_match fails), so the
 # entry is deleted together with the fix. The key is a piece of the command's text.
-KNOWN_BROKEN = {
-    "segmentation|classification": "a usage synopsis ([options], a|b, N) in a ```sh block: not a command",
-    "--crop=256,256]": "in a YAML flow list the comma splits --crop=256,256 into '--crop=256' and 256",
-}
+KNOWN_BROKEN: Dict[str, str] = {}
 # Vertex AI API field names (CustomJobSpec, WorkerPoolSpec, MachineSpec, ContainerSpec, EnvVar).
 CUSTOM_JOB_FIELDS = {"workerPoolSpecs", "scheduling", "serviceAccount", "network", "reservedIpRanges",
                      "baseOutputDirectory", "protectedArtifactLocationId", "tensorboard", "enableWebAccess",
@@ -476,6 +473,7 @@ def test_a_misspelt_option_in_any_checked_command_fails(command):
     ("--task segmentation", "--task segmentaton"),                # a bad choice
     ("--runner=FlinkRunner", "--runner=FlinkRuner"),              # a runner Beam does not know
     ("gs://BUCKET/tmp", "/tmp/beam"),                             # a local path for remote workers
+    ("--artifacts_dir gs://BUCKET/", "--artifacts_dir s3://BUCKET/"),   # artifacts remote TaskManagers cannot read
     ('"index": 0', '"index": 2'),                                 # a TF_CONFIG task outside its cluster
     ("--strategy mirrored", "--strategy mirored"),
 ])
@@ -499,7 +497,8 @@ def _args_as_unquoted_flow_list(text: str) -> str:
     return ARGS_NODE.sub(flow, text if text.endswith("\n") else text + "\n")
 
 
-# The Vertex AI job README should show (notes/cloud.md): a chief pool and a worker pool, args one per line.
+# A Vertex AI job of a chief pool and a worker pool, args one per line (README's, kept here so the layout stays
+# checked if README's example changes).
 CORRECTED_VERTEX_YAML = """\
 # vertex_job.yaml: pool 0 is the chief (one replica), pool 1 adds workers; every replica runs the same args
 workerPoolSpecs:
