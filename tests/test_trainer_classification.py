@@ -87,7 +87,7 @@ def test_evaluation_counts_every_test_image_against_its_label(job, tmp_path):
     result, _, out = job
     output = tmp_path / "eval.json"
     completed = subprocess.run([sys.executable, "-m", "trainer.evaluate", "--model", result["export"], "--data",
-                                str(out), "--split", "test", "--output", str(output), "--batch_size", 16],
+                                str(out), "--split", "test", "--output", str(output), "--batch_size", "16"],
                                cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert completed.returncode == 0, completed.stderr[-3000:]
     report = json.loads(output.read_text())

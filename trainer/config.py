@@ -24,6 +24,7 @@ class TrainConfig:
     mixed_precision: str = "auto"
     grad_accum_steps: int = 1
     recompute: bool = False
+    bn_momentum: float = 0.99
     class_weights: str = "median_freq"
     loss: str = "ce"
     sampling: str = "shards"
@@ -78,6 +79,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="auto: mixed_bfloat16 on TPU, mixed_float16 on GPU, off on CPU. The output layer stays float32.")
     add("--grad_accum_steps", type=int, default=1, help="Accumulate gradients over this many steps before "
                                                         "applying them (default 1).")
+    add("--bn_momentum", type=float, default=0.99,
+        help="Batch norm momentum of the U-Net/CNN: the moving mean and variance that inference uses follow the "
+             "batches with this weight on their past (default 0.99).")
     add("--recompute", action="store_true", help="Recompute encoder activations in the backward pass to save "
                                                  "memory (same gradients, more compute).")
     add("--class_weights", default="median_freq", choices=("median_freq", "inv_sqrt", "none"),

@@ -84,7 +84,8 @@ def build_compiled_model(artifacts: Artifacts, config: TrainConfig, task: str,
     name = config.model if config.model != "auto" else ("unet" if task == "segmentation" else "cnn")
     model = build_model(task, artifacts.num_classes,
                         ModelConfig(name=name, depth=config.depth, width=config.width, recompute=config.recompute,
-                                    weights=config.weights, sync_batch_norm=sync_batch_norm),
+                                    weights=config.weights, sync_batch_norm=sync_batch_norm,
+                                    bn_momentum=config.bn_momentum),
                         input_shape=(*config.crop, 3))
     optimizer = keras.optimizers.Adam(
         config.learning_rate,
