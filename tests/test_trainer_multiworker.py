@@ -110,10 +110,11 @@ def test_each_worker_read_its_own_train_shards(two_workers):
     assert all(files)
     assert not files[0] & files[1]
     assert files[0] | files[1] == train_shards
-    # The single val shard is read by both, each keeping every second record from its own offset.
-    val = [record["val"][0] for record in read]
-    assert [part["record_shards"] for part in val] == [WORKERS] * WORKERS
-    assert sorted(part["pipeline_id"] for part in val) == list(range(WORKERS))
+    # Validation (whole val images after each epoch) runs on the chief only, over the whole val split.
+    val_shards = [str(out / shard["path"]) for shard in manifest["splits"]["val"]["shards"]]
+    chief_val, other_val = (record["val"] for record in read)
+    assert other_val == []
+    assert [(part["files"], part["num_pipelines"]) for part in chief_val] == [(val_shards, 1)]
 
 
 def h5_arrays(path):
