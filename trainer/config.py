@@ -25,6 +25,7 @@ class TrainConfig:
     grad_accum_steps: int = 1
     recompute: bool = False
     bn_momentum: float = 0.99
+    bn_recalibration_batches: int = 20          # Batch norm statistics re-estimated on this many batches per epoch.
     class_weights: str = "median_freq"
     loss: str = "ce"
     sampling: str = "shards"
@@ -82,6 +83,11 @@ def build_parser() -> argparse.ArgumentParser:
     add("--bn_momentum", type=float, default=0.99,
         help="Batch norm momentum of the U-Net/CNN: the moving mean and variance that inference uses follow the "
              "batches with this weight on their past (default 0.99).")
+    add("--bn_recalibration_batches", type=int, default=20,
+        help="At the end of every epoch, before validation and checkpoints, re-estimate the batch norm moving "
+             "mean and variance for the current weights from this many training batches run forward (\"precise "
+             "BN\"; default 20, 0 keeps the moving averages). The moving averages lag behind the weights; "
+             "validation and the exported model use these statistics.")
     add("--recompute", action="store_true", help="Recompute encoder activations in the backward pass to save "
                                                  "memory (same gradients, more compute).")
     add("--class_weights", default="median_freq", choices=("median_freq", "inv_sqrt", "none"),
@@ -110,6 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
 def parse_config(argv: Optional[List[str]] = None) -> TrainConfig:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.bn_recalibration_batches < 0 or not 0.0 <= args.bn_momentum < 1.0:
+        parser.error("--bn_recalibration_batches must be >= 0 and --bn_momentum in [0, 1)")
     if min(args.global_batch_size, args.grad_accum_steps, args.epochs, args.shuffle_buffer,
            args.serving_max_pixels) < 1:
         parser.error("--global_batch_size, --grad_accum_steps, --epochs, --shuffle_buffer and --serving_max_pixels "

@@ -12,6 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 from trainer.artifacts import Artifacts, load_artifacts, verify_shards
+from trainer.batch_norm import RecalibrateBatchNorm
 from trainer.config import TrainConfig
 from trainer.data import InputConfig, PipelineShard, make_dataset, make_whole_image_dataset, shard_for_pipeline
 from trainer.losses import IgnoringMeanIoU, masked_loss
@@ -189,7 +190,9 @@ def train(config: TrainConfig) -> dict:
         keras.callbacks.CSVLogger(os.path.join(out_dir, "training.csv"), append=True),
     ]
     if validation is not None:
-        callbacks.insert(0, validation)      # First: the others log the val_* values it adds.
+        callbacks.insert(0, validation)      # Before the others: they log the val_* values it adds.
+    if config.bn_recalibration_batches:      # First: validation and checkpoints see the re-estimated statistics.
+        callbacks.insert(0, RecalibrateBatchNorm(train_data, strategy, config.bn_recalibration_batches))
     _LOG.info("%d epoch(s) of %d steps of %d examples (%s); validation: %s", config.epochs, steps_per_epoch,
               config.global_batch_size,
               "--steps_per_epoch" if config.steps_per_epoch else "one pass over the train split's records",
