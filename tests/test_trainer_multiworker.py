@@ -87,6 +87,9 @@ def test_both_workers_train_together_under_multi_worker_mirrored(two_workers):
     _, job_dir, logs = two_workers
     summaries = [[line for line in log.splitlines() if line.startswith("trained ")][-1] for log in logs]
     assert all("auto: TF_CONFIG lists 2 workers" in summary for summary in summaries)
+    # Every worker re-estimates the batch norm statistics (a collective); only the chief validates.
+    assert all("moving statistics of 6 layers re-estimated on 20 training batches" in log for log in logs)
+    assert ["validation after epoch 1" in log for log in logs] == [True, False]
     # The loss is reduced over both workers, so both report the same numbers.
     assert len({summary.split("; ")[1] for summary in summaries}) == 1
     assert (job_dir / "export" / "saved_model.pb").exists()

@@ -91,3 +91,14 @@ def test_a_killed_run_resumes_from_the_saved_epoch(segmentation_run, tmp_path):
     resumed = epochs[len(done_before):]
     assert resumed and resumed[0] == max(done_before) + 1, (done_before, resumed)
     assert resumed[-1] == 3
+
+
+def test_an_epoch_is_one_pass_over_the_train_records_by_default():
+    from trainer.artifacts import Artifacts
+    from trainer.config import parse_config
+    from trainer.train import steps_for_one_pass
+    artifacts = Artifacts(root="unused", manifest={"splits": {"train": {"num_examples": 233}}}, stats=None)
+    assert steps_for_one_pass(artifacts, 8) == 30            # 29 full batches and one of 1 example
+    assert steps_for_one_pass(artifacts, 233) == 1
+    config = parse_config(["--data", "d", "--job_dir", "j"])
+    assert config.steps_per_epoch is None and config.validation_steps is None

@@ -3,13 +3,11 @@
 In training mode a batch-norm layer normalises with the statistics of the batch; in
 inference mode (validation, the served model) with its moving mean and variance,
 an exponential average over past batches: ``moving = m * moving + (1 - m) * batch``
-with momentum m = 0.99. Those lag behind the weights. After 40 steps they still
+with momentum m = 0.99. Those lag behind the weights: after 40 steps they still
 hold 0.99**40 = 67 % of their initial values (mean 0, variance 1), and while the
-weights move fast the moving statistics describe the network of a hundred steps
-ago. The inference-mode network then gives far worse maps than the trained one:
-on the sample street scenes the whole-image val mean IoU after 40 steps was 0.08
-with the moving statistics and 0.37 with statistics re-estimated for the same
-weights (README, Train, "Validation that follows training").
+weights move fast they describe the network of about a hundred steps earlier.
+The inference-mode network then labels far worse than the trained one (README,
+Train, "Validation that follows training", has the measurements).
 
 ``recalibrate`` re-estimates them from ``batches`` training batches run forward in
 training mode (no gradient, no weight change), as Wu and Johnson ("Rethinking

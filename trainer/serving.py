@@ -48,8 +48,8 @@ class ServingConfig:
     multiple: int = 16                          # segmentation: sides padded to multiples of this (2**depth)
     image_size: Tuple[int, int] = (256, 256)    # classification: images resized to this, as in training
     max_pixels: int = DEFAULT_MAX_PIXELS        # larger images are refused: the U-Net's activations grow with
-                                                # the pixels (about 2.5 KB a pixel at width 32), a bomb must not
-                                                # take the server's memory
+                                                # the pixels, and a decompression bomb must not take the server's
+                                                # memory
 
 
 def _header_sizes(image_bytes):
