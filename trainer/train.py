@@ -132,6 +132,17 @@ def whole_image_validation(artifacts: Artifacts, config: TrainConfig, task: str,
                                 artifacts.class_names, max_batches=config.validation_steps)
 
 
+def _validation_plan(artifacts: Artifacts, config: TrainConfig, here: bool) -> str:
+    """What the validation after each epoch covers, for the log."""
+    if "val" not in artifacts.manifest["splits"]:
+        return "none (no val split)"
+    if not here:
+        return "on the chief"
+    if config.validation_steps is None:
+        return "every val image at full resolution after each epoch"
+    return f"the first {config.validation_steps} val batch(es) at full resolution after each epoch"
+
+
 def _record_input_shards(read: Dict[str, List[PipelineShard]], out_dir: str) -> None:
     """Log and write to ``out_dir/input_shards.json`` the files (and records) each input pipeline read."""
     for split, parts in read.items():
@@ -196,10 +207,7 @@ def train(config: TrainConfig) -> dict:
     _LOG.info("%d epoch(s) of %d steps of %d examples (%s); validation: %s", config.epochs, steps_per_epoch,
               config.global_batch_size,
               "--steps_per_epoch" if config.steps_per_epoch else "one pass over the train split's records",
-              "none (no val split)" if "val" not in artifacts.manifest["splits"] else
-              "on the chief" if validation is None else
-              "every val image at full resolution after each epoch" if config.validation_steps is None else
-              f"the first {config.validation_steps} val batch(es) at full resolution after each epoch")
+              _validation_plan(artifacts, config, validation is not None))
     history = model.fit(train_data, epochs=config.epochs, steps_per_epoch=steps_per_epoch, callbacks=callbacks,
                         shuffle=False, verbose=2)
     export_path = export_serving_model(model, artifacts.transform_dir, os.path.join(out_dir, EXPORT_DIR),
