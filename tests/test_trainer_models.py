@@ -74,3 +74,23 @@ def test_mean_iou_skips_the_ignore_label():
     metric.update_state(y_true, logits)
     # class 0: intersection 1, union 2 -> 0.5; class 1: intersection 1, union 2 -> 0.5
     assert metric.result().numpy() == pytest.approx(0.5)
+
+
+def test_recalibrated_batch_norm_statistics_average_the_batches():
+    from trainer.batch_norm import RecalibrateBatchNorm
+    momentum, batches = 0.9, 4
+    model = keras.Sequential([keras.Input((3, 3, 2)), keras.layers.BatchNormalization(momentum=momentum)])
+    rng = np.random.default_rng(0)
+    data = [rng.normal(loc=k, scale=1 + k, size=(2, 3, 3, 2)).astype(np.float32) for k in range(batches)]
+    dataset = tf.data.Dataset.from_tensor_slices((np.stack(data), np.zeros(batches))).repeat()
+    strategy = tf.distribute.get_strategy()
+    callback = RecalibrateBatchNorm(strategy.experimental_distribute_dataset(dataset), strategy, batches)
+    callback.set_model(model)
+    callback.on_epoch_end(0)
+    # Batch k weighs momentum**(batches - 1 - k); statistics per channel over batch, height and width.
+    weights = momentum ** np.arange(batches - 1, -1, -1)
+    means = np.array([batch.mean(axis=(0, 1, 2)) for batch in data])
+    variances = np.array([batch.var(axis=(0, 1, 2)) for batch in data])
+    layer = model.layers[0]
+    np.testing.assert_allclose(layer.moving_mean.numpy(), weights @ means / weights.sum(), rtol=1e-5)
+    np.testing.assert_allclose(layer.moving_variance.numpy(), weights @ variances / weights.sum(), rtol=1e-4)

@@ -87,6 +87,9 @@ def test_both_workers_train_together_under_multi_worker_mirrored(two_workers):
     _, job_dir, logs = two_workers
     summaries = [[line for line in log.splitlines() if line.startswith("trained ")][-1] for log in logs]
     assert all("auto: TF_CONFIG lists 2 workers" in summary for summary in summaries)
+    # Every worker re-estimates the batch norm statistics (a collective); only the chief validates.
+    assert all("moving statistics of 6 layers re-estimated on 20 training batches" in log for log in logs)
+    assert ["validation after epoch 1" in log for log in logs] == [True, False]
     # The loss is reduced over both workers, so both report the same numbers.
     assert len({summary.split("; ")[1] for summary in summaries}) == 1
     assert (job_dir / "export" / "saved_model.pb").exists()
@@ -110,10 +113,11 @@ def test_each_worker_read_its_own_train_shards(two_workers):
     assert all(files)
     assert not files[0] & files[1]
     assert files[0] | files[1] == train_shards
-    # The single val shard is read by both, each keeping every second record from its own offset.
-    val = [record["val"][0] for record in read]
-    assert [part["record_shards"] for part in val] == [WORKERS] * WORKERS
-    assert sorted(part["pipeline_id"] for part in val) == list(range(WORKERS))
+    # Validation (whole val images after each epoch) runs on the chief only, over the whole val split.
+    val_shards = [str(out / shard["path"]) for shard in manifest["splits"]["val"]["shards"]]
+    chief_val, other_val = (record["val"] for record in read)
+    assert other_val == []
+    assert [(part["files"], part["num_pipelines"]) for part in chief_val] == [(val_shards, 1)]
 
 
 def h5_arrays(path):

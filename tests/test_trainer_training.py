@@ -1,6 +1,5 @@
-"""Training under MirroredStrategy on two logical CPUs, export and serving, gradient accumulation."""
+"""Training under MirroredStrategy on two logical CPUs, whole-image validation, gradient accumulation, resuming."""
 
-import io
 import json
 import subprocess
 import sys
@@ -8,69 +7,42 @@ import sys
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
-from PIL import Image
 
 from conftest import ROOT
-
-MIRRORED_SCRIPT = """
-import json, sys
-import tensorflow as tf
-cpu = tf.config.list_physical_devices("CPU")[0]
-tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-from trainer.config import parse_config
-from trainer.train import train
-result = train(parse_config(sys.argv[1:]))
-strategy = tf.distribute.get_strategy()
-print("RESULT " + json.dumps({"loss": result["history"]["loss"], "export": result["export"],
-                              "strategy": result["strategy"]}))
-"""
+from trainer_jobs import segmentation_job
 
 
 @pytest.fixture(scope="module")
 def trained(segmentation_run, tmp_path_factory):
     out, _ = segmentation_run
-    job_dir = tmp_path_factory.mktemp("job")
-    # Unweighted loss: with median-frequency weights (35x for the rarest class) a few dozen steps of
-    # random crops give too noisy an epoch mean to show the trend reliably.
-    args = ["--data", str(out), "--job_dir", str(job_dir), "--strategy", "mirrored", "--epochs", "3",
-            "--steps_per_epoch", "15", "--global_batch_size", "8", "--crop", "64,64", "--depth", "2",
-            "--width", "8", "--validation_steps", "2", "--learning_rate", "0.005", "--class_weights", "none"]
-    completed = subprocess.run([sys.executable, "-c", MIRRORED_SCRIPT, *args], cwd=ROOT, capture_output=True,
-                               text=True, timeout=900)
-    assert completed.returncode == 0, completed.stderr[-4000:]
-    line = [l for l in completed.stdout.splitlines() if l.startswith("RESULT ")][-1]
-    return json.loads(line[len("RESULT "):]), job_dir, out
+    result, job_dir, log = segmentation_job(out, tmp_path_factory)
+    return result, job_dir, out, log
 
 
 def test_loss_goes_down_under_mirrored_strategy_on_two_cpus(trained):
-    result, job_dir, _ = trained
+    result, job_dir, _, _ = trained
     assert "MirroredStrategy" in result["strategy"]
-    losses = result["loss"]
+    losses = result["history"]["loss"]
     assert len(losses) == 3 and losses[-1] < losses[0]
     log = (job_dir / "training.csv").read_text().splitlines()
     assert log[0].startswith("epoch") and len(log) == 4
     assert list((job_dir / "checkpoints").glob("epoch-*.weights.h5"))
 
 
-def test_exported_model_serves_raw_bytes_in_a_fresh_process(trained):
-    result, _, out = trained
+def test_validation_runs_on_every_whole_val_image_after_each_epoch(trained):
+    result, job_dir, out, log = trained
     manifest = json.loads((out / "manifest.json").read_text())
-    shard = out / manifest["splits"]["test"]["shards"][0]["path"]
-    raw = next(iter(tf.data.TFRecordDataset(str(shard))))
-    image_bytes = tf.train.Example.FromString(raw.numpy()).features.feature["image/encoded"].bytes_list.value[0]
-    height, width = np.asarray(Image.open(io.BytesIO(image_bytes))).shape[:2]
-    script = ("import sys, tensorflow as tf; m = tf.saved_model.load(sys.argv[1]); "
-              "out = m.signatures['serving_default'](image_bytes=tf.constant(open(sys.argv[2], 'rb').read())); "
-              "c = out['class_map'].numpy(); print('SHAPE', c.shape[0], c.shape[1], c.min(), c.max())")
-    image_path = out.parent / "serving_probe.bin"
-    image_path.write_bytes(image_bytes)
-    completed = subprocess.run([sys.executable, "-c", script, result["export"], str(image_path)], capture_output=True,
-                               text=True, timeout=300)
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    _, h, w, low, high = [l for l in completed.stdout.splitlines() if l.startswith("SHAPE")][0].split()
-    assert (int(h), int(w)) == (height, width)
-    assert 0 <= int(low) <= int(high) < manifest["num_classes"]
+    images = manifest["splits"]["val"]["num_images"]
+    assert images == 24                                  # the sample corpus: 10 % of 240 pairs
+    lines = [line for line in log.splitlines() if "validation after epoch" in line]
+    assert [line.split("validation after epoch ")[1].split()[0] for line in lines] == ["1", "2", "3"]
+    assert all(f"on {images} whole val images (full resolution, padded as served" in line for line in lines)
+    assert "ran out of data" not in log
+    history = result["history"]
+    assert len(history["val_loss"]) == len(history["val_mean_iou"]) == 3
+    assert all(0.0 <= value <= 1.0 for value in history["val_mean_iou"] + history["val_pixel_accuracy"])
+    header = (job_dir / "training.csv").read_text().splitlines()[0].split(",")
+    assert {"val_loss", "val_mean_iou", "val_pixel_accuracy"} <= set(header)
 
 
 def test_gradient_accumulation_matches_one_large_batch():
@@ -119,3 +91,14 @@ def test_a_killed_run_resumes_from_the_saved_epoch(segmentation_run, tmp_path):
     resumed = epochs[len(done_before):]
     assert resumed and resumed[0] == max(done_before) + 1, (done_before, resumed)
     assert resumed[-1] == 3
+
+
+def test_an_epoch_is_one_pass_over_the_train_records_by_default():
+    from trainer.artifacts import Artifacts
+    from trainer.config import parse_config
+    from trainer.train import steps_for_one_pass
+    artifacts = Artifacts(root="unused", manifest={"splits": {"train": {"num_examples": 233}}}, stats=None)
+    assert steps_for_one_pass(artifacts, 8) == 30            # 29 full batches and one of 1 example
+    assert steps_for_one_pass(artifacts, 233) == 1
+    config = parse_config(["--data", "d", "--job_dir", "j"])
+    assert config.steps_per_epoch is None and config.validation_steps is None

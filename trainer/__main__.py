@@ -22,8 +22,12 @@ def main(argv=None) -> int:
     history = result["history"]
     exported = (f"exported to {result['export']}" if result["export"] else
                 f"wrote to {result['job_dir']} (not the chief)")
+    validated = ""
+    for name in ("val_mean_iou", "val_accuracy"):
+        if history.get(name):
+            validated = f"; {name} {history[name][0]:.4f} -> {history[name][-1]:.4f} (whole val images)"
     print(f"trained {len(history['loss'])} epoch(s) under {result['strategy']}; "
-          f"loss {history['loss'][0]:.4f} -> {history['loss'][-1]:.4f}; {exported}")
+          f"loss {history['loss'][0]:.4f} -> {history['loss'][-1]:.4f}{validated}; {exported}")
     return 0
 
 

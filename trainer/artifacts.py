@@ -41,6 +41,11 @@ class Artifacts:
         return self.manifest.get("ignore_label")
 
     @property
+    def class_names(self) -> List[str]:
+        """The manifest's class names, or the ids as text when the pipeline was given none."""
+        return list(self.manifest.get("class_names") or []) or [str(index) for index in range(self.num_classes)]
+
+    @property
     def transform_dir(self) -> str:
         return posixpath.join(self.root, TRANSFORM_DIR)
 

@@ -16,14 +16,16 @@ class TrainConfig:
     strategy: str = "auto"
     tpu: Optional[str] = None
     epochs: int = 10
-    steps_per_epoch: int = 100
-    validation_steps: Optional[int] = None
+    steps_per_epoch: Optional[int] = None      # None: one pass over the train split's records.
+    validation_steps: Optional[int] = None     # None: every val image; N: the first N val batches.
     global_batch_size: int = 16
     crop: Tuple[int, int] = (256, 256)
     learning_rate: float = 1e-3
     mixed_precision: str = "auto"
     grad_accum_steps: int = 1
     recompute: bool = False
+    bn_momentum: float = 0.99
+    bn_recalibration_batches: int = 20          # Batch norm statistics re-estimated on this many batches per epoch.
     class_weights: str = "median_freq"
     loss: str = "ce"
     sampling: str = "shards"
@@ -33,6 +35,7 @@ class TrainConfig:
     weights: Optional[str] = None
     verify_shards: bool = True
     seed: int = 0
+    serving_max_pixels: int = 2 ** 23           # The exported model refuses larger images.
 
 
 def _crop(text: str) -> Tuple[int, int]:
@@ -64,8 +67,13 @@ def build_parser() -> argparse.ArgumentParser:
              "Mirrored for several GPUs, else the default strategy; the choice and the reason are logged.")
     add("--tpu", default=None, help="TPU name or grpc://host:port address (with --strategy tpu or auto).")
     add("--epochs", type=int, default=10, help="Epochs (default 10).")
-    add("--steps_per_epoch", type=int, default=100, help="Training steps per epoch: the data repeats (default 100).")
-    add("--validation_steps", type=int, default=None, help="Validation batches per epoch (default: the whole val split).")
+    add("--steps_per_epoch", type=int, default=None,
+        help="Training steps per epoch; the train data repeats, so any number works (default: one pass, i.e. the "
+             "train split's records, repeat copies included, divided by --global_batch_size).")
+    add("--validation_steps", type=int, default=None,
+        help="Validation after each epoch runs on whole val images at full resolution, padded as the served model "
+             "pads them, in batches of --global_batch_size images of one size; this caps it at the first N batches "
+             "(the same ones every epoch). Default: every val image.")
     add("--global_batch_size", type=int, default=16, help="Batch size over all replicas (default 16).")
     add("--crop", type=_crop, default=(256, 256), help="Patch size H,W (default 256,256); for the U-Net a "
                                                         "multiple of 2**depth.")
@@ -74,6 +82,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="auto: mixed_bfloat16 on TPU, mixed_float16 on GPU, off on CPU. The output layer stays float32.")
     add("--grad_accum_steps", type=int, default=1, help="Accumulate gradients over this many steps before "
                                                         "applying them (default 1).")
+    add("--bn_momentum", type=float, default=0.99,
+        help="Batch norm momentum of the U-Net/CNN: the moving mean and variance that inference uses follow the "
+             "batches with this weight on their past (default 0.99).")
+    add("--bn_recalibration_batches", type=int, default=20,
+        help="At the end of every epoch, before validation and checkpoints, re-estimate the batch norm moving "
+             "mean and variance for the current weights from this many training batches run forward (\"precise "
+             "BN\"; default 20, 0 keeps the moving averages). The moving averages lag behind the weights; "
+             "validation and the exported model use these statistics.")
     add("--recompute", action="store_true", help="Recompute encoder activations in the backward pass to save "
                                                  "memory (same gradients, more compute).")
     add("--class_weights", default="median_freq", choices=("median_freq", "inv_sqrt", "none"),
@@ -93,13 +109,22 @@ def build_parser() -> argparse.ArgumentParser:
     add("--no_verify_shards", dest="verify_shards", action="store_false",
         help="Skip checking every shard's SHA-256 against manifest.json before training.")
     add("--seed", type=int, default=0, help="Random seed (default 0).")
+    add("--serving_max_pixels", type=int, default=2 ** 23,
+        help="The exported model refuses (with an error for that request) images with more pixels than this "
+             "(default 8388608): its memory grows with the pixels of the images it is sent.")
     return parser
 
 
 def parse_config(argv: Optional[List[str]] = None) -> TrainConfig:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if min(args.global_batch_size, args.grad_accum_steps, args.epochs, args.steps_per_epoch, args.shuffle_buffer) < 1:
-        parser.error("--global_batch_size, --grad_accum_steps, --epochs, --steps_per_epoch and --shuffle_buffer "
+    if args.bn_recalibration_batches < 0 or not 0.0 <= args.bn_momentum < 1.0:
+        parser.error("--bn_recalibration_batches must be >= 0 and --bn_momentum in [0, 1)")
+    if min(args.global_batch_size, args.grad_accum_steps, args.epochs, args.shuffle_buffer,
+           args.serving_max_pixels) < 1:
+        parser.error("--global_batch_size, --grad_accum_steps, --epochs, --shuffle_buffer and --serving_max_pixels "
                      "must be >= 1")
+    for name in ("steps_per_epoch", "validation_steps"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            parser.error(f"--{name} must be >= 1")
     return TrainConfig(**vars(args))

@@ -16,6 +16,7 @@ import tensorflow as tf
 import tensorflow_transform as tft
 
 from trainer.artifacts import Artifacts
+from trainer.padding import pad_for_network, pad_labels
 
 _LOG = logging.getLogger(__name__)
 
@@ -26,6 +27,7 @@ POINT_CLASSES = "image/segmentation/class/sample_points/class"
 POINT_YX = "image/segmentation/class/sample_points/yx"
 STATS_MEAN = "stats/image_mean"          # tf.Transform graph outputs: what it normalises images by
 STATS_STD = "stats/image_std"
+REPEAT_COPY = "image/repeat/copy"
 PROBE_TOLERANCE = 1e-5   # Largest difference to the graph's normalised pixels accepted on the probe record.
 
 
@@ -295,4 +297,54 @@ def make_dataset(artifacts: Artifacts, split: str, config: InputConfig, training
                           num_parallel_calls=tf.data.AUTOTUNE, deterministic=not training)
     # (float32 [h, w, 3], int32 [h, w]) or (float32 [h, w, 3], int32 [])
     dataset = dataset.batch(config.batch_size, drop_remainder=config.drop_remainder)
+    return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def _is_original(serialized):
+    """False for the repeat copies that balancing adds to a split (``image/repeat/copy`` > 0)."""
+    copy = tf.io.parse_single_example(serialized, {REPEAT_COPY: tf.io.FixedLenFeature([], tf.int64, 0)})
+    return tf.equal(copy[REPEAT_COPY], 0)
+
+
+def make_whole_image_dataset(artifacts: Artifacts, split: str, batch_size: int, multiple: int,
+                             image_size: Tuple[int, int], shard: Optional[PipelineShard] = None) -> tf.data.Dataset:
+    """Every image of ``split`` once (repeat copies skipped), in shard order, as the served model sees it.
+
+    Segmentation: (image float32 [B, H, W, 3], mask int32 [B, H, W]) at full resolution, each image mirrored
+    at the bottom and right to sides that are multiples of ``multiple`` exactly as serving pads it
+    (``trainer.padding``), its mask padded with the ignore label. A batch holds images of one padded size
+    only, so an image's logits do not depend on the other images of its batch. Classification:
+    (image [B, h, w, 3] resized to ``image_size`` as in training and serving, label int32 [B]).
+    """
+    shard = shard or shard_for_pipeline(artifacts.shard_paths(split))
+    dataset = tf.data.Dataset.from_tensor_slices(list(shard.files))
+    dataset = dataset.interleave(tf.data.TFRecordDataset, cycle_length=min(8, len(shard.files)),
+                                 num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    if shard.record_shards > 1:
+        dataset = dataset.shard(shard.record_shards, shard.pipeline_id)
+    # serialized Example
+    dataset = dataset.filter(_is_original)
+    decoder = Decoder(artifacts, probe=_first_record(list(shard.files)))
+    dataset = dataset.map(decoder, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    # {"image": uint8 [H, W, 3], "mask": uint8 [H, W], ...} or {"image", "label"} (see make_dataset)
+    if artifacts.task == "classification":
+        parser = Parser(InputConfig(crop=tuple(image_size), augment=False), artifacts.task, artifacts.ignore_label,
+                        training=False, normalise=decoder.normalise)
+        dataset = dataset.map(parser, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        # (float32 [h, w, 3], int32 [])
+        return dataset.batch(batch_size).prefetch(tf.data.AUTOTUNE)
+    ignore = 255 if artifacts.ignore_label is None else artifacts.ignore_label
+
+    def pad(example):
+        image = pad_for_network(decoder.normalise(example["image"]), multiple)
+        padded = tf.shape(image)
+        return image, pad_labels(tf.cast(example["mask"], tf.int32), padded[0], padded[1], ignore)
+
+    def padded_size(image, mask):
+        return tf.cast(tf.shape(image)[0], tf.int64) * 1_000_000 + tf.cast(tf.shape(image)[1], tf.int64)
+
+    dataset = dataset.map(pad, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    # (float32 [H', W', 3] mirrored, int32 [H', W'] with the ignore label outside the image)
+    dataset = dataset.group_by_window(padded_size, lambda _, images: images.batch(batch_size), window_size=batch_size)
+    # (float32 [B, H', W', 3], int32 [B, H', W']): one padded size per batch
     return dataset.prefetch(tf.data.AUTOTUNE)

@@ -22,6 +22,7 @@ class ModelConfig:
     weights: Optional[str] = None  # keras.applications: a local weights file; nothing is downloaded.
     dropout: float = 0.0
     sync_batch_norm: bool = False  # U-Net/CNN: batch statistics over all replicas (and workers), not per replica.
+    bn_momentum: float = 0.99      # U-Net/CNN: batch norm moving statistics = momentum * old + (1 - momentum) * batch.
 
 
 class RecomputedBlock(keras.layers.Layer):
@@ -42,14 +43,16 @@ class RecomputedBlock(keras.layers.Layer):
         return forward(inputs)
 
 
-def _conv_block(filters: int, name: str, sync_batch_norm: bool = False) -> keras.Sequential:
+def _conv_block(filters: int, name: str, config: ModelConfig) -> keras.Sequential:
     """Two 3x3 convolutions, each with batch norm and ReLU."""
+    def norm():
+        return keras.layers.BatchNormalization(momentum=config.bn_momentum, synchronized=config.sync_batch_norm)
     return keras.Sequential([
         keras.layers.Conv2D(filters, 3, padding="same", use_bias=False),
-        keras.layers.BatchNormalization(synchronized=sync_batch_norm),
+        norm(),
         keras.layers.ReLU(),
         keras.layers.Conv2D(filters, 3, padding="same", use_bias=False),
-        keras.layers.BatchNormalization(synchronized=sync_batch_norm),
+        norm(),
         keras.layers.ReLU(),
     ], name=name)
 
@@ -61,12 +64,12 @@ def build_unet(num_classes: int, config: ModelConfig) -> keras.Model:
     skips = []
     # Encoder: conv block, remember it for the skip connection, then halve the resolution.
     for level in range(config.depth):
-        block = _conv_block(config.width * 2 ** level, f"encoder_{level}", config.sync_batch_norm)
+        block = _conv_block(config.width * 2 ** level, f"encoder_{level}", config)
         x = RecomputedBlock(block, name=f"encoder_{level}_recomputed")(x) if config.recompute else block(x)
         skips.append(x)
         x = keras.layers.MaxPooling2D(2, name=f"down_{level}")(x)
     # Bottleneck: the coarsest, widest features.
-    x = _conv_block(config.width * 2 ** config.depth, "bottleneck", config.sync_batch_norm)(x)
+    x = _conv_block(config.width * 2 ** config.depth, "bottleneck", config)(x)
     if config.dropout:
         x = keras.layers.Dropout(config.dropout)(x)
     # Decoder: double the resolution, join the skip connection, conv block.
@@ -74,7 +77,7 @@ def build_unet(num_classes: int, config: ModelConfig) -> keras.Model:
         x = keras.layers.Conv2DTranspose(config.width * 2 ** level, 2, strides=2, padding="same",
                                          name=f"up_{level}")(x)
         x = keras.layers.Concatenate(name=f"skip_{level}")([x, skips[level]])
-        x = _conv_block(config.width * 2 ** level, f"decoder_{level}", config.sync_batch_norm)(x)
+        x = _conv_block(config.width * 2 ** level, f"decoder_{level}", config)(x)
     # Head: per-pixel class logits, in float32 whatever the precision policy.
     logits = keras.layers.Conv2D(num_classes, 1, dtype="float32", name="logits")(x)
     return keras.Model(inputs, logits, name="unet")
@@ -85,7 +88,7 @@ def build_cnn(num_classes: int, config: ModelConfig) -> keras.Model:
     inputs = keras.Input(shape=(None, None, 3), name="image")
     x = inputs
     for level in range(config.depth):
-        block = _conv_block(config.width * 2 ** level, f"block_{level}", config.sync_batch_norm)
+        block = _conv_block(config.width * 2 ** level, f"block_{level}", config)
         x = RecomputedBlock(block, name=f"block_{level}_recomputed")(x) if config.recompute else block(x)
         x = keras.layers.MaxPooling2D(2, name=f"down_{level}")(x)
     x = keras.layers.GlobalAveragePooling2D(name="pool")(x)

@@ -3,20 +3,23 @@
 import dataclasses
 import json
 import logging
+import math
 import os
 from typing import Dict, List, Tuple
 
 import keras
 import numpy as np
 import tensorflow as tf
-import tensorflow_transform as tft
 
 from trainer.artifacts import Artifacts, load_artifacts, verify_shards
+from trainer.batch_norm import RecalibrateBatchNorm
 from trainer.config import TrainConfig
-from trainer.data import InputConfig, PipelineShard, make_dataset, shard_for_pipeline
+from trainer.data import InputConfig, PipelineShard, make_dataset, make_whole_image_dataset, shard_for_pipeline
 from trainer.losses import IgnoringMeanIoU, masked_loss
 from trainer.models import ModelConfig, build_model
+from trainer.serving import ServingConfig, export_serving_model
 from trainer.strategy import choose_strategy, is_chief, mixed_precision_policy, worker_dir
+from trainer.validation import WholeImageValidation
 
 _LOG = logging.getLogger(__name__)
 EXPORT_DIR = "export"
@@ -82,7 +85,8 @@ def build_compiled_model(artifacts: Artifacts, config: TrainConfig, task: str,
     name = config.model if config.model != "auto" else ("unet" if task == "segmentation" else "cnn")
     model = build_model(task, artifacts.num_classes,
                         ModelConfig(name=name, depth=config.depth, width=config.width, recompute=config.recompute,
-                                    weights=config.weights, sync_batch_norm=sync_batch_norm),
+                                    weights=config.weights, sync_batch_norm=sync_batch_norm,
+                                    bn_momentum=config.bn_momentum),
                         input_shape=(*config.crop, 3))
     optimizer = keras.optimizers.Adam(
         config.learning_rate,
@@ -95,6 +99,48 @@ def build_compiled_model(artifacts: Artifacts, config: TrainConfig, task: str,
         model.compile(optimizer=optimizer, loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                       metrics=["accuracy", keras.metrics.SparseTopKCategoricalAccuracy(5, name="top5")])
     return model
+
+
+def network_multiple(config: TrainConfig, task: str) -> int:
+    """What the sides of a segmentation input must be multiples of: 2**depth for the U-Net."""
+    return 2 ** config.depth if task == "segmentation" else 1
+
+
+def serving_config(artifacts: Artifacts, config: TrainConfig, task: str) -> ServingConfig:
+    return ServingConfig(task=task, class_names=tuple(artifacts.class_names), multiple=network_multiple(config, task),
+                         image_size=tuple(config.crop), max_pixels=config.serving_max_pixels)
+
+
+def steps_for_one_pass(artifacts: Artifacts, global_batch_size: int) -> int:
+    """Training steps that read as many examples as the train split holds (the default epoch length)."""
+    return max(1, math.ceil(artifacts.split("train")["num_examples"] / global_batch_size))
+
+
+def whole_image_validation(artifacts: Artifacts, config: TrainConfig, task: str,
+                           model: keras.Model) -> WholeImageValidation:
+    """The callback that validates on every val image at full resolution, padded as served."""
+    def make():
+        return make_whole_image_dataset(artifacts, "val", config.global_batch_size, network_multiple(config, task),
+                                        config.crop)
+
+    if task == "segmentation":
+        per_example_loss = model.loss.call
+    else:
+        def per_example_loss(labels, logits):
+            return keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
+    return WholeImageValidation(make, task, artifacts.num_classes, artifacts.ignore_label, per_example_loss,
+                                artifacts.class_names, max_batches=config.validation_steps)
+
+
+def _validation_plan(artifacts: Artifacts, config: TrainConfig, here: bool) -> str:
+    """What the validation after each epoch covers, for the log."""
+    if "val" not in artifacts.manifest["splits"]:
+        return "none (no val split)"
+    if not here:
+        return "on the chief"
+    if config.validation_steps is None:
+        return "every val image at full resolution after each epoch"
+    return f"the first {config.validation_steps} val batch(es) at full resolution after each epoch"
 
 
 def _record_input_shards(read: Dict[str, List[PipelineShard]], out_dir: str) -> None:
@@ -146,9 +192,11 @@ def train(config: TrainConfig) -> dict:
         return make
 
     train_data = strategy.distribute_datasets_from_function(dataset_fn("train", True))
-    val_data = None
-    if "val" in artifacts.manifest["splits"]:
-        val_data = strategy.distribute_datasets_from_function(dataset_fn("val", False))
+    steps_per_epoch = config.steps_per_epoch or steps_for_one_pass(artifacts, config.global_batch_size)
+    validation = None
+    if "val" in artifacts.manifest["splits"] and is_chief(strategy):
+        validation = whole_image_validation(artifacts, config, task, model)
+        read["val"].append(shard_for_pipeline(artifacts.shard_paths("val")))
     if "://" not in out_dir:
         os.makedirs(out_dir, exist_ok=True)
     _record_input_shards(read, out_dir)
@@ -159,47 +207,19 @@ def train(config: TrainConfig) -> dict:
         keras.callbacks.TensorBoard(os.path.join(out_dir, "logs")),
         keras.callbacks.CSVLogger(os.path.join(out_dir, "training.csv"), append=True),
     ]
-    history = model.fit(train_data, epochs=config.epochs, steps_per_epoch=config.steps_per_epoch,
-                        validation_data=val_data, validation_steps=config.validation_steps, callbacks=callbacks,
-                        verbose=2)
-    export_path = export_serving_model(model, artifacts, os.path.join(out_dir, EXPORT_DIR), task)
+    if validation is not None:
+        callbacks.insert(0, validation)      # Before the others: they log the val_* values it adds.
+    if config.bn_recalibration_batches:      # First: validation and checkpoints see the re-estimated statistics.
+        callbacks.insert(0, RecalibrateBatchNorm(train_data, strategy, config.bn_recalibration_batches))
+    _LOG.info("%d epoch(s) of %d steps of %d examples (%s); validation: %s", config.epochs, steps_per_epoch,
+              config.global_batch_size,
+              "--steps_per_epoch" if config.steps_per_epoch else "one pass over the train split's records",
+              _validation_plan(artifacts, config, validation is not None))
+    history = model.fit(train_data, epochs=config.epochs, steps_per_epoch=steps_per_epoch, callbacks=callbacks,
+                        shuffle=False, verbose=2)
+    export_path = export_serving_model(model, artifacts.transform_dir, os.path.join(out_dir, EXPORT_DIR),
+                                       serving_config(artifacts, config, task))
     if not is_chief(strategy):
         tf.io.gfile.rmtree(export_path)        # Every worker takes part in saving; only the chief's export is kept.
         export_path = None
     return {"history": history.history, "export": export_path, "strategy": why, "job_dir": out_dir}
-
-
-class ServingModule(tf.Module):
-    """Encoded image bytes -> class map (segmentation) or class probabilities, with the same preprocessing."""
-
-    def __init__(self, model: keras.Model, artifacts: Artifacts, task: str):
-        super().__init__()
-        self.model = model
-        transform_output = tft.TFTransformOutput(artifacts.transform_dir)
-        self.transform = transform_output.transform_features_layer()
-        self._raw_spec = transform_output.raw_feature_spec()
-        self._task = task
-
-    def _raw_features(self, encoded):
-        features = {}
-        for name, spec in self._raw_spec.items():
-            shape = [1] + list(spec.shape)
-            features[name] = (tf.reshape(encoded, [1]) if name == "image/encoded" else
-                              tf.fill(shape, "") if spec.dtype == tf.string else tf.zeros(shape, spec.dtype))
-        return features
-
-    @tf.function(input_signature=[tf.TensorSpec([], tf.string, name="image_bytes")])
-    def serve(self, image_bytes):
-        transformed = self.transform(self._raw_features(image_bytes))
-        image = tf.reshape(transformed["image"][0], transformed["image_shape"][0])[tf.newaxis]
-        logits = tf.cast(self.model(image, training=False), tf.float32)
-        if self._task == "segmentation":
-            return {"class_map": tf.argmax(logits[0], axis=-1, output_type=tf.int32)}
-        return {"probabilities": tf.nn.softmax(logits[0])}
-
-
-def export_serving_model(model: keras.Model, artifacts: Artifacts, path: str, task: str) -> str:
-    module = ServingModule(model, artifacts, task)
-    tf.saved_model.save(module, path, signatures={"serving_default": module.serve})
-    _LOG.info("exported the serving model to %s", path)
-    return path
