@@ -57,6 +57,8 @@ SKIPPED = {
     "docker": "builds or pushes the image of Dockerfile",
     "gcloud": "Google Cloud's CLI; the --config file it takes is a ```yaml block, checked below",
     "xdg-open": "opens a file in the desktop's browser",
+    "printf": "builds a REST request body (the shell's own)",
+    "curl": "sends a REST request to a running server",
 }
 # README commands that are wrong today, each with what is wrong. Each is an xfail(strict=True): once
 # README is corrected the entry fails as XPASS (and test_known_broken_entries_still_match fails), so the
@@ -214,7 +216,7 @@ def pipeline_launch_checks(argv: List[str], where: str) -> None:
 def trainer_checks(argv: List[str], env: Dict[str, str], where: str) -> None:
     """``python -m trainer ARGV`` with ``env``: the trainer's parser, and TF_CONFIG against its cluster rules."""
     from trainer.config import parse_config
-    from trainer.strategy import StrategyError, cluster_from_tf_config, pick_strategy
+    from trainer.cluster import StrategyError, cluster_from_tf_config, pick_strategy
 
     config = _parse(lambda: parse_config(argv), where)
     if config is None:                                  # --help
@@ -261,11 +263,21 @@ def flink_cluster_checks(argv: List[str], where: str) -> None:
     pipeline_launch_checks([*argv[split + 1:], *flags], where)
 
 
-def report_checks(argv: List[str], where: str) -> None:
-    """``python -m beam_pipeline.report OUTPUT_DIR [options]``: the report's own parser (nothing is read)."""
-    from beam_pipeline.report.__main__ import parser
+def _own_parse(module: str, name: str, call: bool = True) -> Callable[[List[str]], object]:
+    """``module.name``: a parser factory (``call``) or a parse function, as ``argv -> parsed``."""
+    def parse(argv: List[str]):
+        target = getattr(__import__(module, fromlist=[name]), name)
+        return target().parse_args(argv) if call else target(argv)
+    return parse
 
-    _parse(lambda: parser().parse_args(argv), where)
+
+# Commands whose arguments are checked by the program's own parser (nothing runs or is read).
+OWN_PARSERS = {
+    "beam_pipeline.report": _own_parse("beam_pipeline.report.__main__", "parser"),
+    "trainer.evaluate": _own_parse("trainer.evaluate", "parse_config", call=False),   # with its value checks
+    "trainer.serve": _own_parse("trainer.serve", "build_parser"),
+    "tools.sample_corpus": _own_parse("tools.sample_corpus", "build_parser"),
+}
 
 
 def check_command(command: Command) -> str:
@@ -280,8 +292,8 @@ def check_command(command: Command) -> str:
             trainer_checks(rest, env, where)
         elif module == "tools.flink.cluster":
             flink_cluster_checks(rest, where)
-        elif module == "beam_pipeline.report":
-            report_checks(rest, where)
+        elif module in OWN_PARSERS:
+            _parse(lambda: OWN_PARSERS[module](rest), where)
         else:
             raise CommandError(f"{where}: python -m {module}: no check for this module; add one")
         return f"checked: python -m {module}"
@@ -339,7 +351,7 @@ def check_vertex_job(block: Block) -> str:
 
 def _check_vertex_cluster(pools, where: str) -> None:
     """Every task of the TF_CONFIG that Vertex AI derives from the pools is one the trainer runs in."""
-    from trainer.strategy import StrategyError, cluster_from_tf_config
+    from trainer.cluster import StrategyError, cluster_from_tf_config
 
     cluster = {job: [f"{job}-{i}:2222" for i in range(int(pool.get("replicaCount", 1)))]
                for job, pool in zip(VERTEX_JOBS, pools) if job != "evaluator"}
@@ -443,8 +455,8 @@ def test_continuations_comments_env_prefixes_and_indented_fences():
 def test_a_block_ending_in_a_continuation_and_an_unknown_program_fail():
     with pytest.raises(CommandError, match="ends inside a line continuation"):
         shell_commands(Block("sh", 1, "python -m trainer --data d \\"))
-    with pytest.raises(CommandError, match="curl: neither checked nor listed in SKIPPED"):
-        check_command(shell_commands(Block("sh", 1, "curl https://example.com"))[0])
+    with pytest.raises(CommandError, match="wget: neither checked nor listed in SKIPPED"):
+        check_command(shell_commands(Block("sh", 1, "wget https://example.com"))[0])
 
 
 def _misspell_last_option(argv: Tuple[str, ...]) -> Tuple[str, ...]:

@@ -15,7 +15,8 @@ import pytest
 import tensorflow as tf
 
 from conftest import ROOT, free_port, wait_for_port
-from trainer.strategy import StrategyError, choose_strategy, local_tpu_chips, tpu_address
+from trainer.cluster import StrategyError, local_tpu_chips, tpu_address
+from trainer.strategy import choose_strategy
 
 NO_TPU_ENV = ("TPU_NAME", "KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS", "TPU_CONFIG", "TF_CONFIG")
 
