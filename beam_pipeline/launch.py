@@ -42,8 +42,13 @@ class Launch:
 
 
 def resolve(argv: List[str]) -> Launch:
-    """Check the command line and look at the input once; raises CorpusOptionsError."""
+    """Check the command line and look at the input once; raises CorpusOptionsError.
+
+    Beam's filesystems get the options first: outside a pipeline they have none, and the S3
+    filesystem refuses to start without them (GCS takes its settings from the environment).
+    """
     options = PipelineOptions(argv)
+    FileSystems.set_options(options)
     config = to_config(options)
     check_worker_paths(options, config)
     config = _absolute_local_paths(config, options)
@@ -90,7 +95,7 @@ def _check_filter_columns(config: CorpusConfig, columns: List[str]) -> None:
 
 def _folder_split_spec(config: CorpusConfig) -> Tuple[CorpusConfig, SplitSpec]:
     root = config.input_root
-    if not FileSystems.exists(root):
+    if not listing.folder_exists(root):
         raise CorpusOptionsError(f"--input folder does not exist: {root}")
     _check_filter_columns(config, ["folder"])
     spec = config.split or parse_split(DEFAULT_HASH_SPLIT)
@@ -173,12 +178,19 @@ def runner(options: PipelineOptions):
     """The DirectRunner's batch engine, used directly for the default runner; None lets Beam choose.
 
     Beam's DirectRunner first tries to download and start the Prism runner, which
-    fails without internet access; FnApiRunner is what it then falls back to.
+    fails without internet access; FnApiRunner is what it then falls back to. It is
+    built as the DirectRunner builds it, with the pipeline options in its provision
+    info: without them every SDK worker process starts with empty options, and
+    options such as the S3 endpoint and credentials never reach the workers' filesystems.
     """
-    if _is_direct(options):
-        from apache_beam.runners.portability.fn_api_runner import FnApiRunner
-        return FnApiRunner()
-    return None
+    if not _is_direct(options):
+        return None
+    from apache_beam.portability.api import beam_provision_api_pb2
+    from apache_beam.runners.portability.fn_api_runner import FnApiRunner, fn_runner
+    from apache_beam.runners.portability.portable_runner import JobServiceHandle
+    encoded = JobServiceHandle.encode_pipeline_options(options.get_all_options())
+    return FnApiRunner(provision_info=fn_runner.ExtendedProvisionInfo(
+        beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded)))
 
 
 def _absolute_local_paths(config: CorpusConfig, options: PipelineOptions) -> CorpusConfig:
