@@ -39,14 +39,19 @@ def main(argv=None) -> int:
     logging.getLogger("beam_pipeline").setLevel(logging.INFO)
     for name in _RUNNER_LOGGERS:
         logging.getLogger(name).addFilter(_OneReportPerError())
+    from beam_pipeline.core.failures import RunFailed
+    from beam_pipeline.core.locking import LockLost, OutputLocked
     from beam_pipeline.pipeline import run
     from beam_pipeline.publish import RunRefused
     from beam_pipeline.summary import render_summary
     try:
         manifest = run(argv)
-    except (CorpusOptionsError, RunRefused) as error:
+    except (CorpusOptionsError, RunRefused, OutputLocked) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except (RunFailed, LockLost) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     if "plan" in manifest:
         from beam_pipeline.plan import render_plan
         print(render_plan(manifest["plan"]))

@@ -2,7 +2,7 @@
 
 Checking the options against the runner (worker paths, temp location),
 resolving the input (the listing's columns, the class folders, where splits
-come from), preparing the output folder, and the runner's defaults and
+come from), checking the output folder, and the runner's defaults and
 choice. Every mistake found here stops the run with one clear line
 (CorpusOptionsError) before anything is submitted.
 """
@@ -127,24 +127,30 @@ def resolve_inputs(config: CorpusConfig) -> Tuple[CorpusConfig, SplitSpec]:
 # --------------------------------------------------------------------------
 # The output
 # --------------------------------------------------------------------------
-def prepare_output(config: CorpusConfig) -> None:
-    """Refuse to mix runs in one --output unless --overwrite; clear what an earlier run left."""
+def check_output(config: CorpusConfig) -> None:
+    """Refuse an --output that is a file, or that holds a dataset without --overwrite, before anything runs.
+
+    Nothing is changed here: the output is only written under its lock, into a new version
+    folder, and replaced at the commit (beam_pipeline/commit.py).
+    """
     output = config.output
-    manifest = paths.join(output, layout.DATASET_MANIFEST)
-    if FileSystems.exists(manifest):
-        if not config.overwrite:
-            raise CorpusOptionsError(f"{output} already holds a manifest.json; use --overwrite to replace it")
-        stale = [path for path, _ in listing.match_files(paths.join(output, "*.tfrecord"))]
-        stale += [path for path, _ in listing.match_files(paths.join(output, "rejects/*"))]
-        FileSystems.delete(stale + [manifest])
-    if FileSystems.exists(layout.staging_dir(output)):
-        FileSystems.delete([layout.staging_dir(output)])
+    if not paths.split_scheme(output)[0]:
+        existing = output
+        while existing and not os.path.exists(existing):
+            existing = os.path.dirname(existing.rstrip("/"))
+        if existing and not os.path.isdir(existing):
+            where = "" if existing == output else f": {existing} is a file"
+            raise CorpusOptionsError(f"--output {output} is not a folder{where or ' (it is a file)'}")
+    elif FileSystems.exists(output):
+        raise CorpusOptionsError(f"--output {output} is an object (a file), not a folder")
+    if FileSystems.exists(paths.join(output, layout.DATASET_MANIFEST)) and not config.overwrite:
+        raise CorpusOptionsError(f"{output} already holds a manifest.json; use --overwrite to replace it")
 
 
-def temp_dir(options: PipelineOptions, config: CorpusConfig) -> str:
-    """Where tf.Transform keeps temporary files: --temp_location, else <output>/.tmp."""
+def temp_dir(options: PipelineOptions, data_dir: str) -> str:
+    """Where tf.Transform keeps temporary files: --temp_location, else the run's version folder's .tmp/."""
     temp = options.view_as(GoogleCloudOptions).temp_location
-    return paths.join(temp, "tft") if temp else layout.temp_dir(config.output)
+    return paths.join(temp, "tft") if temp else layout.temp_dir(data_dir)
 
 
 # --------------------------------------------------------------------------

@@ -42,12 +42,12 @@ def as_int(text: str) -> int:
 
 
 @pytest.fixture(scope="module", params=["segmentation_run", "classification_run"])
-def page_visit(request, tmp_path_factory):
+def page_visit(request):
     need_browser()
     out = request.getfixturevalue(request.param)[0]
     manifest = json.loads((out / "manifest.json").read_text())
-    html_path = tmp_path_factory.mktemp("report") / "report.html"
-    html_path.write_bytes(render_report(manifest, str(out)))
+    html_path = out / manifest["data_dir"] / "report.html"      # the page the run published
+    assert html_path.read_bytes() == render_report(manifest, str(html_path.parent))
     return request.param, manifest, visit(str(html_path)), html_path
 
 

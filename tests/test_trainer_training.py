@@ -56,7 +56,7 @@ def test_loss_goes_down_under_mirrored_strategy_on_two_cpus(trained):
 def test_exported_model_serves_raw_bytes_in_a_fresh_process(trained):
     result, _, out = trained
     manifest = json.loads((out / "manifest.json").read_text())
-    shard = out / manifest["splits"]["test"]["shards"][0]["path"]
+    shard = out / manifest["data_dir"] / manifest["splits"]["test"]["shards"][0]["path"]
     raw = next(iter(tf.data.TFRecordDataset(str(shard))))
     image_bytes = tf.train.Example.FromString(raw.numpy()).features.feature["image/encoded"].bytes_list.value[0]
     height, width = np.asarray(Image.open(io.BytesIO(image_bytes))).shape[:2]

@@ -11,7 +11,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_transform as tft
 
-from trainer.artifacts import Artifacts, load_artifacts, verify_shards
+from trainer.artifacts import Artifacts, load_artifacts, verify_dataset
 from trainer.config import TrainConfig
 from trainer.data import InputConfig, PipelineShard, make_dataset, shard_for_pipeline
 from trainer.losses import IgnoringMeanIoU, masked_loss
@@ -122,9 +122,7 @@ def train(config: TrainConfig) -> dict:
     artifacts = load_artifacts(config.data)
     task = artifacts.task if config.task == "auto" else config.task
     if config.verify_shards:
-        for split in ("train", "val"):
-            if split in artifacts.manifest["splits"]:
-                verify_shards(artifacts, split)
+        verify_dataset(artifacts)
     strategy, why = choose_strategy(config.strategy, config.tpu)
     _LOG.info("strategy: %s (%s)", type(strategy).__name__, why)
     policy = mixed_precision_policy(config.mixed_precision, strategy)
