@@ -36,8 +36,6 @@ import threading
 import time
 from typing import Callable, Optional
 
-from apache_beam.io.filesystems import FileSystems
-
 from beam_pipeline.core import layout, paths
 from beam_pipeline.core.locking import LockLost, OutputLocked, describe, is_stale, new_record
 
@@ -154,15 +152,22 @@ class LocalLock(OutputLock):
         self._fd, self.record = fd, record
         return f"taking over the stale lock of {describe(holder)}: its process no longer holds the lock"
 
+    def _still_ours(self) -> bool:
+        try:
+            return self._fd is not None and os.stat(self.path).st_ino == os.fstat(self._fd).st_ino
+        except FileNotFoundError:
+            return False
+
     def check(self) -> None:
-        if self._fd is None or os.fstat(self._fd).st_nlink == 0:
-            raise LockLost(f"the lock {self.path} is no longer this run's")
+        if not self._still_ours():
+            raise LockLost(f"the lock {self.path} is no longer this run's (removed or replaced)")
 
     def release(self) -> None:
         if self._fd is None:
             return
         try:
-            os.unlink(self.path)              # while still flocked: no contender can take it in between
+            if self._still_ours():
+                os.unlink(self.path)          # while still flocked: no contender can take it in between
         finally:
             os.close(self._fd)
             self._fd = None
@@ -385,6 +390,7 @@ class _ObjectStore(Store):
         self.options = options
 
     def publish_file(self, path: str, data: bytes) -> None:
+        from apache_beam.io.filesystems import FileSystems
         with FileSystems.create(path) as handle:
             handle.write(data)
 
