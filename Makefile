@@ -25,9 +25,11 @@ run: install
 	$(PY) -m beam_pipeline --input $(SAMPLE)/classification/images --output $(OUT)/classification \
 		--task classification --num_classes 8 --overwrite
 
-# System packages the tests need beyond Python: Debian's chromium for the report's browser test.
+# System packages the tests need beyond Python, from Debian when missing: chromium for the report's
+# browser test, a JDK and Maven for the Flink tests. Under CI=true a skipped integration test fails.
 test-deps:
 	bash tools/install_chromium.sh
+	bash tools/install_java_maven.sh
 
 test: install test-deps
 	$(PY) -m pytest -q

@@ -3,7 +3,8 @@
 The Flink side is a real session cluster from Flink's own distribution (a JobManager and a
 TaskManager process, tools/flink/cluster.py), Beam's Flink job server jar built with Maven
 (tools/flink/fetch_job_server.sh, cached in build/flink/), and Python SDK workers from an external
-worker pool. Needs java and mvn (and, the first time, Maven Central and PyPI); skipped without them.
+worker pool. Needs java and mvn (and, the first time, Maven Central and PyPI); skipped without them, except
+under CI=true, where a skip fails (tests/conftest.py) and `make test` installs them (tools/install_java_maven.sh).
 
 What must be equal, and how:
 - shards: byte for byte (manifest.json lists each shard's SHA-256, and the files are compared);
@@ -36,7 +37,7 @@ import pytest
 
 from conftest import NUM_CLASSES, ROOT, RUN_DEPENDENT, RUN_ENTRIES, dataset_dir
 
-pytestmark = pytest.mark.flink
+pytestmark = [pytest.mark.flink, pytest.mark.integration]
 
 FLINK_RUN_TIMEOUT = 600
 MISSING_TOOLS = [tool for tool in ("java", "mvn") if shutil.which(tool) is None]

@@ -18,6 +18,8 @@ from test_end_to_end import BROKEN, MANIFEST_ROWS, VALID_PAIRS
 from test_report import CLS_REJECTED
 from tools.browser import chromium_path, visit
 
+pytestmark = pytest.mark.integration
+
 FIXED = {  # the sample corpus's design: discovered, written, rejected reasons
     "segmentation_run": (MANIFEST_ROWS, VALID_PAIRS, sorted(BROKEN.values())),
     "classification_run": (403, 401, sorted(CLS_REJECTED.values())),
