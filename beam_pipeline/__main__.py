@@ -19,7 +19,8 @@ from beam_pipeline.options import CorpusOptionsError, help_parser  # noqa: E402
 
 _RUNNER_LOGGERS = ("apache_beam.runners.common", "apache_beam.runners.worker.sdk_worker",
                    "apache_beam.runners.worker.bundle_processor",
-                   "apache_beam.runners.portability.fn_api_runner.fn_runner")
+                   "apache_beam.runners.portability.fn_api_runner.fn_runner",
+                   "apache_beam.runners.portability.local_job_service")   # SDK worker processes' logs, forwarded
 
 
 class _OneReportPerError(logging.Filter):

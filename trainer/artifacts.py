@@ -9,6 +9,7 @@ every file the manifest lists against its size and SHA-256 before training.
 """
 
 import dataclasses
+import functools
 import hashlib
 import json
 import posixpath
@@ -30,7 +31,15 @@ class ArtifactError(ValueError):
 class Artifacts:
     root: str
     manifest: dict
-    stats: Optional[dict]
+
+    @functools.cached_property
+    def stats(self) -> Optional[dict]:
+        """stats.json, read when first needed (after :func:`verify_dataset` has checked it); None without it."""
+        path = posixpath.join(self.data_dir, STATS)
+        if not tf.io.gfile.exists(path):
+            return None
+        with tf.io.gfile.GFile(path, "r") as handle:
+            return json.load(handle)
 
     @property
     def task(self) -> str:
@@ -86,12 +95,7 @@ def load_artifacts(root: str) -> Artifacts:
         raise ArtifactError(f"no {MANIFEST} in {root}: run the pipeline first (it writes the manifest last)")
     with tf.io.gfile.GFile(manifest_path, "r") as handle:
         manifest = json.load(handle)
-    stats_path = posixpath.join(_data_dir(root, manifest), STATS)
-    stats = None
-    if tf.io.gfile.exists(stats_path):
-        with tf.io.gfile.GFile(stats_path, "r") as handle:
-            stats = json.load(handle)
-    return Artifacts(root=root, manifest=manifest, stats=stats)
+    return Artifacts(root=root, manifest=manifest)
 
 
 def file_sha256(path: str) -> str:
