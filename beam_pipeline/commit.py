@@ -80,7 +80,10 @@ class OutputRun:
 
     def __enter__(self) -> "OutputRun":
         lock = self.store.lock()
-        took_over = lock.acquire(self.run_id)
+        try:
+            took_over = lock.acquire(self.run_id)
+        except OSError as error:
+            raise RunFailed(f"cannot take the lock of {self.output}: {error}. Nothing was written") from error
         self._lock = lock
         try:
             if took_over:

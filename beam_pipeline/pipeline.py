@@ -136,7 +136,7 @@ def run(argv: Optional[List[str]] = None) -> dict:
             timing = {"started": output_run.started, "pipeline_seconds": round(time.monotonic() - started, 1)}
             manifest = output_run.commit(pending, timing)
         except Exception as error:  # noqa: BLE001 - only failed writes are reworded; anything else is raised as is
-            described = describe_failure(str(error), step_files(data_dir))
+            described = describe_failure(str(error), step_files(data_dir), written_under=config.output)
             if described is None:
                 raise
             raise RunFailed(f"{described}. Nothing was published: {config.output} holds what it held "

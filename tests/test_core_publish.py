@@ -88,15 +88,19 @@ def test_other_write_errors_are_named_by_step_or_by_their_file():
                  "[while running 'PublishOutputs/WriteRejects/Write/WriteImpl/WriteBundles']")
     assert describe_failure(beam_sink, steps) == "cannot write /o/runs/x/rejects/rejects-*.jsonl: No space left on device"
     opened = "PermissionError: [Errno 13] Permission denied: '/o/runs/x/stats.json'"
-    assert describe_failure(opened, steps) == "cannot write /o/runs/x/stats.json: Permission denied"
+    assert describe_failure(opened, steps, written_under="/o") == "cannot write /o/runs/x/stats.json: Permission denied"
     tensorflow = ("tensorflow.python.framework.errors_impl.ResourceExhaustedError: /o/runs/x/transform/y; "
                   "No space left on device [while running 'ComputeStats/WriteTransformFn/WriteTransformFn']")
     assert describe_failure(tensorflow, steps) == "cannot write /o/runs/x/transform/: No space left on device"
 
 
 def test_errors_that_are_not_failed_writes_are_left_alone():
-    assert describe_failure("ValueError: invalid literal for int() [while running 'ValidatePairs']", {}) is None
-    assert describe_failure("FileNotFoundError: [Errno 2] No such file or directory: '/in/x.png'", {}) is None
+    steps = {"WriteShards": "/o/runs/x/"}
+    assert describe_failure("ValueError: invalid literal for int() [while running 'ValidatePairs']", steps) is None
+    assert describe_failure("FileNotFoundError: [Errno 2] No such file or directory: '/in/x.png'", steps) is None
+    unreadable_input = "PermissionError: [Errno 13] Permission denied: '/in/listing.csv' [while running 'ReadCorpus']"
+    assert describe_failure(unreadable_input, steps, written_under="/o") is None
+    assert describe_failure("OSError: [Errno 5] Input/output error [while running 'ReadCorpus/List']", steps) is None
 
 
 def _dead_pid():

@@ -31,28 +31,35 @@ def write_failed(path: str, error: OSError) -> OSError:
     return OSError(error.errno, f"cannot write '{path}': {cause}")
 
 
-def describe_failure(text: str, step_files: Dict[str, str]) -> Optional[str]:
+def describe_failure(text: str, step_files: Dict[str, str], written_under: str = "") -> Optional[str]:
     """``cannot write <file>: <cause>`` from a failed run's error text, or None when no write failed.
 
     ``step_files``: a step label (or a prefix of one) -> the file or folder that step writes, for
     errors whose text names no file (Beam's text sink and TensorFlow report only the cause).
+    ``written_under``: the folder the run writes into; an error naming a file elsewhere (an input
+    that cannot be read) is not a failed write.
     """
     ours = _OURS.search(text)
     if ours:
         return f"cannot write {ours.group(1)}: {ours.group(2).strip()}"
     for match in _ERRNO.finditer(text):
-        if int(match.group(1)) in WRITE_ERRNOS:
-            path = match.group(3) or _step_file(text, step_files)
+        if int(match.group(1)) not in WRITE_ERRNOS:
+            continue
+        named = match.group(3)
+        path = named if named and named.startswith(written_under) else None if named else _step_file(text, step_files)
+        if path:
             return f"cannot write {path}: {match.group(2).strip()}"
     for cause in _CAUSE_TEXTS:
-        if cause in text:
-            return f"cannot write {_step_file(text, step_files)}: {cause}"
+        path = _step_file(text, step_files) if cause in text else None
+        if path:
+            return f"cannot write {path}: {cause}"
     return None
 
 
-def _step_file(text: str, step_files: Dict[str, str]) -> str:
+def _step_file(text: str, step_files: Dict[str, str]) -> Optional[str]:
+    """The file the failing step writes; None when the failing step writes nothing of the output."""
     for step in _STEP.findall(text):
         for label, path in step_files.items():
             if step.startswith(label) or f"/{label}" in step:
                 return path
-    return "the output"
+    return None
