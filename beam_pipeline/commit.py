@@ -145,8 +145,12 @@ class OutputRun:
     def _check_job_files(self, table: dict) -> None:
         """One listing of the version folder: every file the job wrote is there with its size; working files go."""
         found = files.list_files(self.data_dir)
-        working = [relative for relative in found if relative not in table]
-        files.remove_files([paths.join(self.data_dir, relative) for relative in working])
+        unlisted = [relative for relative in found if relative not in table]
+        unexpected = [relative for relative in unlisted if not layout.is_working_file(relative)]
+        if unexpected:
+            _LOG.warning("removing files the job left in %s without listing them: %s", self.data_dir,
+                         ", ".join(unexpected[:10]))
+        files.remove_files([paths.join(self.data_dir, relative) for relative in unlisted])
         problems = digests.check_sizes(table, found, extras=False)
         if problems:
             raise RunFailed(f"the job's files in {self.data_dir} do not match what it wrote: "

@@ -16,6 +16,7 @@ from beam_pipeline.core.failures import RunFailed, describe_failure
 from beam_pipeline.core.gates import reject_refusal
 from beam_pipeline.core.selection import SplitSpec
 from beam_pipeline.metrics import SHUFFLE, counter_total
+from beam_pipeline.options import CorpusOptionsError
 from beam_pipeline.publish import PublishOutputs, read_result
 from beam_pipeline.read import ReadCorpus
 from beam_pipeline.select import SelectSubset
@@ -122,7 +123,10 @@ def run(argv: Optional[List[str]] = None) -> dict:
     launch.apply_runner_defaults(argv, launched.options)
     run_options = dict(config.as_dict(), runner=launch.runner_name(launched.options))
     started = time.monotonic()
-    store = stores.store_for(config.output, launched.options)
+    try:
+        store = stores.store_for(config.output, launched.options)
+    except ValueError as error:
+        raise CorpusOptionsError(str(error)) from None
     with OutputRun(store, config.output, config.overwrite, config.keep_versions) as output_run:
         data_dir = output_run.data_dir
         _LOG.info("Reading %s (%s, %s) into %s", config.input, config.input_format, config.task, data_dir)

@@ -8,7 +8,7 @@ missing or half-copied file before it uses any.
 
 import dataclasses
 import hashlib
-from typing import Callable, Dict, Iterable, List, Optional
+from typing import Callable, Dict, Iterable, List
 
 CHUNK_BYTES = 8 * 1024 * 1024
 
@@ -81,11 +81,3 @@ def shard_entries(splits: Dict[str, dict]) -> Dict[str, dict]:
 
 def total_bytes(files: Dict[str, dict]) -> int:
     return sum(item["bytes"] for item in files.values())
-
-
-def first_difference(expected: Dict[str, dict], actual: Dict[str, dict]) -> Optional[str]:
-    """The first path whose entry differs between two tables (for messages); None when they are equal."""
-    for path in sorted(set(expected) | set(actual)):
-        if expected.get(path) != actual.get(path):
-            return path
-    return None
