@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 SAMPLE := build/sample
 OUT := build/out
 
-.PHONY: install run test test-deps report bench bench-input clean flink-jar
+.PHONY: install run test test-deps bench bench-input clean flink-jar
 
 $(VENV)/.installed: requirements.txt setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -24,16 +24,12 @@ run: install
 		--task segmentation --num_classes 8 --ignore_label 255 --overwrite
 	$(PY) -m beam_pipeline --input $(SAMPLE)/classification/images --output $(OUT)/classification \
 		--task classification --num_classes 8 --overwrite
-	$(MAKE) --no-print-directory report
 
-# report.html and stats/<split>.tfrecord for the sample outputs (see README, The dataset report).
-report: install
-	$(PY) -m beam_pipeline.report $(OUT)/segmentation
-	$(PY) -m beam_pipeline.report $(OUT)/classification
-
-# System packages the tests need beyond Python: Debian's chromium for the report's browser test.
+# System packages the tests need beyond Python, from Debian when missing: chromium for the report's
+# browser test, a JDK and Maven for the Flink tests. Under CI=true a skipped integration test fails.
 test-deps:
 	bash tools/install_chromium.sh
+	bash tools/install_java_maven.sh
 
 test: install test-deps
 	$(PY) -m pytest -q

@@ -19,7 +19,8 @@ from beam_pipeline.options import CorpusOptionsError, help_parser  # noqa: E402
 
 _RUNNER_LOGGERS = ("apache_beam.runners.common", "apache_beam.runners.worker.sdk_worker",
                    "apache_beam.runners.worker.bundle_processor",
-                   "apache_beam.runners.portability.fn_api_runner.fn_runner")
+                   "apache_beam.runners.portability.fn_api_runner.fn_runner",
+                   "apache_beam.runners.portability.local_job_service")   # SDK worker processes' logs, forwarded
 
 
 class _OneReportPerError(logging.Filter):
@@ -39,14 +40,19 @@ def main(argv=None) -> int:
     logging.getLogger("beam_pipeline").setLevel(logging.INFO)
     for name in _RUNNER_LOGGERS:
         logging.getLogger(name).addFilter(_OneReportPerError())
+    from beam_pipeline.core.failures import RunFailed
+    from beam_pipeline.core.locking import LockLost, OutputLocked
     from beam_pipeline.pipeline import run
     from beam_pipeline.publish import RunRefused
     from beam_pipeline.summary import render_summary
     try:
         manifest = run(argv)
-    except (CorpusOptionsError, RunRefused) as error:
+    except (CorpusOptionsError, RunRefused, OutputLocked) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except (RunFailed, LockLost) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     if "plan" in manifest:
         from beam_pipeline.plan import render_plan
         print(render_plan(manifest["plan"]))

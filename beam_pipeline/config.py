@@ -12,6 +12,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from beam_pipeline.core import paths
 from beam_pipeline.core.checks import Limits
 from beam_pipeline.core.filter_expr import FilterExpression, parse_filter
+from beam_pipeline.core.gates import DEFAULT_MAX_REJECT_FRACTION
 from beam_pipeline.core.selection import SplitSpec, parse_split
 from beam_pipeline.options import CorpusOptions, CorpusOptionsError, csv_list
 from beam_pipeline.specs import (CLASS_FOLDERS, LISTING, PAIRED, BalanceSpec, CheckSpec, DiscoverSpec, PublishSpec,
@@ -48,6 +49,8 @@ class CorpusConfig:
     balance_threshold: float = 0.5
     max_growth: float = 2.0
     allow_local_paths: bool = False
+    max_reject_fraction: float = DEFAULT_MAX_REJECT_FRACTION
+    keep_versions: int = 1                  # earlier versions kept after a commit, for readers mid-epoch
 
     @property
     def num_classes(self) -> int:
@@ -77,18 +80,19 @@ class CorpusConfig:
         return CheckSpec(task=self.task, limits=self.limits, class_names=self.class_names,
                          max_file_bytes=self.max_file_bytes, sample_points_per_class=self.sample_points_per_class)
 
-    def stats_spec(self) -> StatsSpec:
-        return StatsSpec(output=self.output, task=self.task, num_classes=self.num_classes,
+    def stats_spec(self, data_dir: str) -> StatsSpec:
+        """``data_dir``: this run's version folder (core/layout.py)."""
+        return StatsSpec(data_dir=data_dir, task=self.task, num_classes=self.num_classes,
                          ignore_label=self.limits.ignore_label, class_names=self.class_names)
 
     def balance_spec(self) -> BalanceSpec:
         return BalanceSpec(method=self.balance, threshold=self.balance_threshold, max_growth=self.max_growth)
 
-    def write_spec(self) -> WriteSpec:
-        return WriteSpec(output=self.output, check=self.check_spec(), target_shard_bytes=self.target_shard_bytes)
+    def write_spec(self, data_dir: str) -> WriteSpec:
+        return WriteSpec(data_dir=data_dir, check=self.check_spec(), target_shard_bytes=self.target_shard_bytes)
 
-    def publish_spec(self) -> PublishSpec:
-        return PublishSpec(output=self.output, task=self.task, num_classes=self.num_classes,
+    def publish_spec(self, data_dir: str) -> PublishSpec:
+        return PublishSpec(data_dir=data_dir, task=self.task, num_classes=self.num_classes,
                            ignore_label=self.limits.ignore_label, class_names=self.class_names,
                            balance=self.balance_spec())
 
@@ -155,6 +159,10 @@ def to_config(opts: PipelineOptions) -> CorpusConfig:
         _fail(f"--balance_threshold must be in (0, 1], got {o.balance_threshold}")
     if o.max_growth < 1.0:
         _fail(f"--max_growth must be at least 1, got {o.max_growth}")
+    if not 0.0 <= o.max_reject_fraction <= 1.0:
+        _fail(f"--max_reject_fraction must be between 0 and 1, got {o.max_reject_fraction}")
+    if o.keep_versions < 0:
+        _fail(f"--keep_versions must be 0 or more, got {o.keep_versions}")
     formats = tuple(f.lower() for f in csv_list(o.image_formats))
     if not formats:
         _fail("--image_formats is empty")
@@ -189,6 +197,8 @@ def to_config(opts: PipelineOptions) -> CorpusConfig:
         balance_threshold=o.balance_threshold,
         max_growth=o.max_growth,
         allow_local_paths=o.allow_local_paths,
+        max_reject_fraction=o.max_reject_fraction,
+        keep_versions=o.keep_versions,
     )
 
 

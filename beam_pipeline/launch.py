@@ -2,7 +2,7 @@
 
 Checking the options against the runner (worker paths, temp location),
 resolving the input (the listing's columns, the class folders, where splits
-come from), preparing the output folder, and the runner's defaults and
+come from), checking the output folder, and the runner's defaults and
 choice. Every mistake found here stops the run with one clear line
 (CorpusOptionsError) before anything is submitted.
 """
@@ -43,9 +43,14 @@ class Launch:
 
 
 def resolve(argv: List[str]) -> Launch:
-    """Check the command line and look at the input once; raises CorpusOptionsError."""
+    """Check the command line and look at the input once; raises CorpusOptionsError.
+
+    Beam's filesystems get the options first: outside a pipeline they have none, and the S3
+    filesystem refuses to start without them (GCS takes its settings from the environment).
+    """
     options = PipelineOptions(argv)
     check_known_options(argv, options)
+    FileSystems.set_options(options)
     config = to_config(options)
     check_worker_paths(options, config)
     config = _absolute_local_paths(config, options)
@@ -92,7 +97,7 @@ def _check_filter_columns(config: CorpusConfig, columns: List[str]) -> None:
 
 def _folder_split_spec(config: CorpusConfig) -> Tuple[CorpusConfig, SplitSpec]:
     root = config.input_root
-    if not FileSystems.exists(root):
+    if not listing.folder_exists(root):
         raise CorpusOptionsError(f"--input folder does not exist: {root}")
     _check_filter_columns(config, ["folder"])
     spec = config.split or parse_split(DEFAULT_HASH_SPLIT)
@@ -124,24 +129,30 @@ def resolve_inputs(config: CorpusConfig) -> Tuple[CorpusConfig, SplitSpec]:
 # --------------------------------------------------------------------------
 # The output
 # --------------------------------------------------------------------------
-def prepare_output(config: CorpusConfig) -> None:
-    """Refuse to mix runs in one --output unless --overwrite; clear what an earlier run left."""
+def check_output(config: CorpusConfig) -> None:
+    """Refuse an --output that is a file, or that holds a dataset without --overwrite, before anything runs.
+
+    Nothing is changed here: the output is only written under its lock, into a new version
+    folder, and replaced at the commit (beam_pipeline/commit.py).
+    """
     output = config.output
-    manifest = paths.join(output, layout.DATASET_MANIFEST)
-    if FileSystems.exists(manifest):
-        if not config.overwrite:
-            raise CorpusOptionsError(f"{output} already holds a manifest.json; use --overwrite to replace it")
-        stale = [path for path, _ in listing.match_files(paths.join(output, "*.tfrecord"))]
-        stale += [path for path, _ in listing.match_files(paths.join(output, "rejects/*"))]
-        FileSystems.delete(stale + [manifest])
-    if FileSystems.exists(layout.staging_dir(output)):
-        FileSystems.delete([layout.staging_dir(output)])
+    if not paths.split_scheme(output)[0]:
+        existing = output
+        while existing and not os.path.exists(existing):
+            existing = os.path.dirname(existing.rstrip("/"))
+        if existing and not os.path.isdir(existing):
+            where = "" if existing == output else f": {existing} is a file"
+            raise CorpusOptionsError(f"--output {output} is not a folder{where or ' (it is a file)'}")
+    elif FileSystems.exists(output):
+        raise CorpusOptionsError(f"--output {output} is an object (a file), not a folder")
+    if FileSystems.exists(paths.join(output, layout.DATASET_MANIFEST)) and not config.overwrite:
+        raise CorpusOptionsError(f"{output} already holds a manifest.json; use --overwrite to replace it")
 
 
-def temp_dir(options: PipelineOptions, config: CorpusConfig) -> str:
-    """Where tf.Transform keeps temporary files: --temp_location, else <output>/.tmp."""
+def temp_dir(options: PipelineOptions, data_dir: str) -> str:
+    """Where tf.Transform keeps temporary files: --temp_location, else the run's version folder's .tmp/."""
     temp = options.view_as(GoogleCloudOptions).temp_location
-    return paths.join(temp, "tft") if temp else layout.temp_dir(config.output)
+    return paths.join(temp, "tft") if temp else layout.temp_dir(data_dir)
 
 
 # --------------------------------------------------------------------------
@@ -175,12 +186,19 @@ def runner(options: PipelineOptions):
     """The DirectRunner's batch engine, used directly for the default runner; None lets Beam choose.
 
     Beam's DirectRunner first tries to download and start the Prism runner, which
-    fails without internet access; FnApiRunner is what it then falls back to.
+    fails without internet access; FnApiRunner is what it then falls back to. It is
+    built as the DirectRunner builds it, with the pipeline options in its provision
+    info: without them every SDK worker process starts with empty options, and
+    options such as the S3 endpoint and credentials never reach the workers' filesystems.
     """
-    if _is_direct(options):
-        from apache_beam.runners.portability.fn_api_runner import FnApiRunner
-        return FnApiRunner()
-    return None
+    if not _is_direct(options):
+        return None
+    from apache_beam.portability.api import beam_provision_api_pb2
+    from apache_beam.runners.portability.fn_api_runner import FnApiRunner, fn_runner
+    from apache_beam.runners.portability.portable_runner import JobServiceHandle
+    encoded = JobServiceHandle.encode_pipeline_options(options.get_all_options())
+    return FnApiRunner(provision_info=fn_runner.ExtendedProvisionInfo(
+        beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded)))
 
 
 def _absolute_local_paths(config: CorpusConfig, options: PipelineOptions) -> CorpusConfig:

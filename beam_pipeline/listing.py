@@ -108,6 +108,22 @@ def match_files(pattern: str) -> Iterator[Tuple[str, int]]:
             yield metadata.path, metadata.size_in_bytes
 
 
+def folder_exists(folder: str) -> bool:
+    """Whether ``folder`` exists or holds any file.
+
+    On gs:// and s3:// a folder is only a key prefix: ``FileSystems.exists`` is False for it
+    (with or without a trailing slash) even while files live below it, so a folder there
+    exists when a match below it finds one file.
+    """
+    if FileSystems.exists(folder):
+        return True
+    try:
+        results = FileSystems.match([paths.join(folder, "**")], limits=[1])
+    except BeamIOError:
+        return False
+    return any(result.metadata_list for result in results)
+
+
 def relative_matches(root: str, pattern: str) -> Iterator[str]:
     """The path relative to ``root`` of every file matching ``pattern`` (itself relative to ``root``)."""
     for path, _ in match_files(paths.join(root, pattern)):

@@ -10,6 +10,8 @@ from typing import Tuple
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from beam_pipeline.core.gates import DEFAULT_MAX_REJECT_FRACTION
+
 DEFAULT_TARGET_SHARD_BYTES = 128 * 1024 * 1024
 
 
@@ -36,7 +38,10 @@ class CorpusOptions(PipelineOptions):
                  "classification without one it holds one sub-folder per class. Local, gs:// or s3://.")
         group.add_argument(
             "--output", default=None,
-            help="Folder for the shards, rejects/ and manifest.json (written last).")
+            help="Folder of the dataset. Each run writes a new version into runs/<run_id>/ (shards, transform/, "
+                 "stats.json, rejects/, class_index/, report.html, stats/) and then publishes it by writing "
+                 "manifest.json, the only file readers open first. One run at a time: a second run on the same "
+                 "folder stops at once, naming the first. Local, gs:// or s3://.")
         group.add_argument(
             "--task", default="segmentation", choices=("segmentation", "classification"),
             help="segmentation: image + per-pixel mask; classification: image + class label.")
@@ -141,8 +146,19 @@ class CorpusOptions(PipelineOptions):
                  "Docker). Only right when every worker mounts the same filesystem at the same path.")
         group.add_argument(
             "--overwrite", action="store_true", default=False,
-            help="Replace the outputs of an earlier run in --output. Without it, an --output that "
-                 "already holds a manifest.json is an error.")
+            help="Replace the dataset published in --output. The previous version stays complete and readable "
+                 "until this run has succeeded and its manifest.json replaces the old one; a failed or killed run "
+                 "leaves it as it was. Without it, an --output that already holds a manifest.json is an error.")
+        group.add_argument(
+            "--keep_versions", type=int, default=1,
+            help="After publishing, keep this many earlier versions (runs/<run_id>/) for trainers still reading "
+                 "them; older ones are deleted. Default 1.")
+        group.add_argument(
+            "--max_reject_fraction", type=float, default=DEFAULT_MAX_REJECT_FRACTION,
+            help="Refuse to write or publish anything when more than this fraction of the selected inputs (those "
+                 "the filters kept) is rejected; the message names the top reasons. Nearly everything rejected "
+                 "is the usual sign of a wrong --mask_template or --num_classes, or a broken mount. "
+                 f"Default {DEFAULT_MAX_REJECT_FRACTION:g}; 1 turns the gate off.")
 
 
 def help_parser() -> argparse.ArgumentParser:

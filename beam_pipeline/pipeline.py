@@ -2,16 +2,21 @@
 
 import logging
 import time
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 import apache_beam as beam
 
-from beam_pipeline import launch
+from beam_pipeline import launch, stores
 from beam_pipeline.balance_split import BalanceTrainSplit
+from beam_pipeline.commit import OutputRun
 from beam_pipeline.config import CorpusConfig
+from beam_pipeline.core import layout, paths
 from beam_pipeline.core.balance import growth_refusal
+from beam_pipeline.core.failures import RunFailed, describe_failure
+from beam_pipeline.core.gates import reject_refusal
 from beam_pipeline.core.selection import SplitSpec
 from beam_pipeline.metrics import SHUFFLE, counter_total
+from beam_pipeline.options import CorpusOptionsError
 from beam_pipeline.publish import PublishOutputs, read_result
 from beam_pipeline.read import ReadCorpus
 from beam_pipeline.select import SelectSubset
@@ -27,9 +32,21 @@ def _growth_refusals(growth: float, max_growth: float):
     return [refusal] if refusal else []
 
 
+def _status_and_reason(outcome):
+    return outcome.status, outcome.reason
+
+
+def _reject_refusals(counts, discovered: int, max_fraction: float):
+    refusal = reject_refusal(counts, discovered, max_fraction)
+    return [refusal] if refusal else []
+
+
 def build_pipeline(p: beam.Pipeline, config: CorpusConfig, split_spec: SplitSpec, options: dict,
-                   versions: dict, temp_dir: str):
-    """Add every step to ``p``; returns the PCollection holding the manifest.json path."""
+                   versions: dict, temp_dir: str, data_dir: str):
+    """Add every step to ``p``, writing into ``data_dir`` (the run's version folder, core/layout.py).
+
+    Returns the PCollection holding the pending manifest's path (beam_pipeline/publish.py).
+    """
     refs, unpaired = p | "ReadCorpus" >> ReadCorpus(config.discover_spec())
     # PairRef | rejected Outcome (bad rows, orphans, paths outside the root)
     discovered = ((refs | "CountPairs" >> beam.combiners.Count.Globally(),
@@ -45,9 +62,18 @@ def build_pipeline(p: beam.Pipeline, config: CorpusConfig, split_spec: SplitSpec
     # ValidPair | rejected Outcome
     unique, duplicates = valid | "DeduplicatePairs" >> DeduplicatePairs()
     # ValidPair (one per content) | duplicate Outcome
+    reject_refusals = ((unpaired, dropped, invalid)
+                       | "MergeEarlyOutcomes" >> beam.Flatten()
+                       | "EarlyStatusAndReason" >> beam.Map(_status_and_reason)
+                       | "CountEarlyOutcomes" >> beam.combiners.Count.PerElement()
+                       # ((status, reason), n) of the inputs filtered out or rejected before writing
+                       | "AllEarlyCounts" >> beam.combiners.ToList()
+                       | "CheckRejectRate" >> beam.FlatMap(_reject_refusals, discovered=beam.pvalue.AsSingleton(
+                           discovered), max_fraction=config.max_reject_fraction))
+    # Refusal when more than --max_reject_fraction of the selected inputs were rejected
     if config.compute_stats:
         from beam_pipeline.stats import ComputeStats  # TensorFlow is imported only when it is needed.
-        stats, transform_written = unique | "ComputeStats" >> ComputeStats(config.stats_spec(), temp_dir)
+        stats, transform_written = unique | "ComputeStats" >> ComputeStats(config.stats_spec(data_dir), temp_dir)
         # stats dict (train split, from tf.Transform) | paths of the written transform output
     else:
         stats = p | "NoStats" >> beam.Create([{}])
@@ -55,23 +81,36 @@ def build_pipeline(p: beam.Pipeline, config: CorpusConfig, split_spec: SplitSpec
     balance = config.balance_spec()
     balanced, growth = unique | "BalanceTrainSplit" >> BalanceTrainSplit(balance, stats)
     # ValidPair (train: repeat copies or strata) | float growth of the train split
-    refusals = growth | "CheckGrowth" >> beam.FlatMap(_growth_refusals, max_growth=balance.max_growth)
-    # Refusal when the growth is above --max_growth: then no shard is written and nothing is published
-    shards, changed, class_index = balanced | "WriteShards" >> WriteShards(config.write_spec(), refusals)
+    growth_refusals = growth | "CheckGrowth" >> beam.FlatMap(_growth_refusals, max_growth=balance.max_growth)
+    # Refusal when the growth is above --max_growth
+    refusals = (reject_refusals, growth_refusals) | "MergeRefusals" >> beam.Flatten()
+    # Refusal of any gate: then no shard is written and nothing is published
+    shards, changed, class_index = balanced | "WriteShards" >> WriteShards(config.write_spec(data_dir), refusals)
     # ShardInfo | rejected Outcome (changed since validation) | class-index JSON line
     outcomes = ((unpaired, dropped, invalid, duplicates, changed)
                 | "MergeOutcomes" >> beam.Flatten())
     # Outcome: everything discovered and not written
     real_stats = stats | "DropEmptyStats" >> beam.Filter(bool)
     return ((shards, outcomes, discovered, real_stats, class_index, transform_written, refusals)
-            | "PublishOutputs" >> PublishOutputs(config.publish_spec(), options, versions))
+            | "PublishOutputs" >> PublishOutputs(config.publish_spec(data_dir), options, versions))
+
+
+def step_files(data_dir: str) -> Dict[str, str]:
+    """What each step writes, to name the file when a write fails in Beam's or tf.Transform's code."""
+    return {"PublishOutputs/WriteRejects": paths.join(data_dir, layout.REJECTS_PREFIX) + "-*.jsonl",
+            "PublishOutputs/WriteClassIndex": paths.join(data_dir, layout.CLASS_INDEX_PREFIX) + "-*.jsonl",
+            "PublishOutputs": paths.join(data_dir, layout.STATS),
+            "ComputeStats": layout.transform_dir(data_dir) + "/",
+            "WriteShards": data_dir + "/"}
 
 
 def run(argv: Optional[List[str]] = None) -> dict:
     """Run the whole job; returns manifest.json's content plus ``elapsed_seconds``.
 
-    Raises CorpusOptionsError (a bad option or input, before anything runs) and
-    publish.RunRefused (a gate stopped the run before any shard was written).
+    Raises CorpusOptionsError (a bad option or input, before anything runs), OutputLocked (another
+    live run holds the output), publish.RunRefused (a gate stopped the run before any shard was
+    written) and RunFailed (a write failed: the message names the file and the cause). In every
+    case nothing is published and the output's previous dataset is as it was.
     With --plan nothing runs: the result is ``{"plan": estimates}`` (see beam_pipeline/plan.py).
     """
     argv = list(argv or [])
@@ -80,17 +119,32 @@ def run(argv: Optional[List[str]] = None) -> dict:
     if launched.plan_sample is not None:
         from beam_pipeline.plan import make_plan
         return {"plan": make_plan(config, launched.split, launched.plan_sample)}
-    launch.prepare_output(config)
+    launch.check_output(config)
     launch.apply_runner_defaults(argv, launched.options)
     run_options = dict(config.as_dict(), runner=launch.runner_name(launched.options))
     started = time.monotonic()
-    _LOG.info("Reading %s (%s, %s)", config.input, config.input_format, config.task)
-    p = beam.Pipeline(runner=launch.runner(launched.options), options=launched.options)
-    build_pipeline(p, config, launched.split, run_options, launch.package_versions(),
-                   launch.temp_dir(launched.options, config))
-    result = p.run()
-    result.wait_until_finish()
-    manifest = read_result(config.output)
+    try:
+        store = stores.store_for(config.output, launched.options)
+    except ValueError as error:
+        raise CorpusOptionsError(str(error)) from None
+    with OutputRun(store, config.output, config.overwrite, config.keep_versions) as output_run:
+        data_dir = output_run.data_dir
+        _LOG.info("Reading %s (%s, %s) into %s", config.input, config.input_format, config.task, data_dir)
+        try:
+            p = beam.Pipeline(runner=launch.runner(launched.options), options=launched.options)
+            build_pipeline(p, config, launched.split, run_options, launch.package_versions(),
+                           launch.temp_dir(launched.options, data_dir), data_dir)
+            result = p.run()
+            result.wait_until_finish()
+            pending = read_result(data_dir)
+            timing = {"started": output_run.started, "pipeline_seconds": round(time.monotonic() - started, 1)}
+            manifest = output_run.commit(pending, timing)
+        except Exception as error:  # noqa: BLE001 - only failed writes are reworded; anything else is raised as is
+            described = describe_failure(str(error), step_files(data_dir), written_under=config.output)
+            if described is None:
+                raise
+            raise RunFailed(f"{described}. Nothing was published: {config.output} holds what it held "
+                            "before") from error
     manifest["elapsed_seconds"] = time.monotonic() - started
     manifest["shuffle_value_bytes"] = counter_total(result, *SHUFFLE)
     return manifest

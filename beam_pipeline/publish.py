@@ -1,22 +1,23 @@
-"""PublishOutputs: write rejects, class index and stats.json, move the shards into place, manifest.json last.
+"""PublishOutputs: the job's last step. It writes rejects, class index and stats.json into the run's
+version folder, takes the digest of every file the job wrote, and leaves the pending manifest for the
+launcher, which commits it (beam_pipeline/commit.py).
 
 Inputs: ShardInfo, every Outcome (filtered, rejected, duplicate), the number
 of discovered inputs, the stats dict (empty without statistics), class-index
 lines, the tf.Transform writes to wait for, and the run's refusals.
-``manifest.json`` is written only after everything else exists, so a reader
-that sees a manifest sees a complete output. A refused run (a gate failed,
-core.records.Refusal) publishes nothing and leaves its reason in the staging
-folder, which :func:`read_result` turns into :class:`RunRefused` for the
-launcher.
+Nothing here is visible to a reader: the version folder is named by no
+manifest until the launcher, which holds the output's lock, checks it and
+writes ``manifest.json``. A refused run (a gate failed, core.records.Refusal)
+writes no shard and leaves its reason instead, which :func:`read_result`
+turns into :class:`RunRefused` for the launcher.
 """
 
 import dataclasses
-import json
 
 import apache_beam as beam
-from apache_beam.io.filesystems import FileSystems
 
-from beam_pipeline.core import layout, paths
+from beam_pipeline import files, phases
+from beam_pipeline.core import digests, layout, paths
 from beam_pipeline.core.manifest import build_manifest, count_outcomes
 from beam_pipeline.core.records import FILTERED, Outcome, Refusal
 from beam_pipeline.specs import PublishSpec
@@ -43,31 +44,22 @@ def _to_json(outcome: Outcome) -> str:
     return outcome.to_json()
 
 
-def _write_json(path: str, value: dict) -> None:
-    with FileSystems.create(path) as handle:
-        handle.write(json.dumps(value, indent=2).encode("utf-8") + b"\n")
-
-
 def _jsonl_files(lines, label: str, prefix: str):
     return lines | label >> beam.io.WriteToText(prefix, file_name_suffix=".jsonl", num_shards=1,
                                                 shard_name_template="-SSSSS-of-NNNNN")
 
 
-def read_result(output: str) -> dict:
-    """The published manifest.json of a finished run; raises RunRefused when the run was refused."""
-    manifest = paths.join(output, layout.DATASET_MANIFEST)
-    if not FileSystems.exists(manifest):
-        refusal_path = paths.join(layout.staging_dir(output), layout.REFUSAL)
-        with FileSystems.open(refusal_path) as handle:
-            refusal = Refusal(**json.loads(handle.read()))
-        FileSystems.delete([layout.staging_dir(output)])
-        raise RunRefused(refusal)
-    with FileSystems.open(manifest) as handle:
-        return json.loads(handle.read())
+def read_result(data_dir: str) -> dict:
+    """The pending manifest a finished job left in ``data_dir``; raises RunRefused when the run was refused."""
+    pending = paths.join(data_dir, layout.PENDING_MANIFEST)
+    if not files.exists(pending):
+        refusal = files.read_json(paths.join(data_dir, layout.REFUSAL))
+        raise RunRefused(Refusal(**refusal))
+    return files.read_json(pending)
 
 
 class FinalizeFn(beam.DoFn):
-    """Runs once: write stats.json, publish the staged shards, then write manifest.json (or the refusal)."""
+    """Runs once, after every other write: stats.json, the files table, then the pending manifest (or the refusal)."""
 
     def __init__(self, spec: PublishSpec, options: dict, versions: dict):
         self._spec = spec
@@ -76,12 +68,15 @@ class FinalizeFn(beam.DoFn):
 
     def process(self, _, shards, counts, discovered, rejects_files, stats, index_files, transform_written,
                 refusals):
-        spec = self._spec
-        output = spec.output
+        phases.reached(phases.FINALIZE)
         if refusals:
-            _write_json(paths.join(layout.staging_dir(output), layout.REFUSAL), dataclasses.asdict(refusals[0]))
-            return
-        stats = stats[0] if stats else None
+            files.write_bytes(paths.join(self._spec.data_dir, layout.REFUSAL), files.json_bytes(dataclasses.asdict(refusals[0])))
+        else:
+            yield self._finalize(shards, counts, discovered, rejects_files, stats[0] if stats else None, index_files)
+
+    def _finalize(self, shards, counts, discovered, rejects_files, stats, index_files) -> str:
+        spec = self._spec
+        data_dir = spec.data_dir
         manifest = build_manifest(
             task=spec.task, num_classes=spec.num_classes, ignore_label=spec.ignore_label,
             class_names=spec.class_names, shards=[dataclasses.asdict(shard) for shard in shards],
@@ -89,25 +84,27 @@ class FinalizeFn(beam.DoFn):
             versions=self._versions, rejects_files=[self._relative(path) for path in rejects_files],
             stats=stats, balance=spec.balance.as_dict(),
             class_index_files=[self._relative(path) for path in index_files])
+        table = digests.shard_entries(manifest["splits"])
         if stats:
-            _write_json(paths.join(output, layout.STATS), stats)
-        staging = layout.staging_dir(output)
-        sources = [paths.join(staging, shard.path) for shard in shards]
-        if sources:
-            FileSystems.rename(sources, [paths.join(output, shard.path) for shard in shards])
-        leftovers = [path for path in (staging, layout.temp_dir(output)) if FileSystems.exists(path)]
-        if leftovers:
-            FileSystems.delete(leftovers)
-        _write_json(paths.join(output, layout.DATASET_MANIFEST), manifest)
-        yield paths.join(output, layout.DATASET_MANIFEST)
+            table[layout.STATS] = files.write_bytes(paths.join(data_dir, layout.STATS), files.json_bytes(stats))
+        for relative in manifest["rejects"] + manifest["class_index"]:
+            table[relative] = files.file_entry(paths.join(data_dir, relative))
+        files.remove_folder(layout.temp_dir(data_dir))       # tf.Transform's temporary files
+        transform = layout.transform_dir(data_dir)
+        for relative in sorted(files.list_files(transform)):
+            table[paths.join(layout.TRANSFORM_DIR, relative)] = files.file_entry(paths.join(transform, relative))
+        manifest["files"] = dict(sorted(table.items()))
+        pending = paths.join(data_dir, layout.PENDING_MANIFEST)
+        files.write_bytes(pending, files.json_bytes(manifest))
+        return pending
 
     def _relative(self, path: str) -> str:
-        return paths.relative_to(self._spec.output, path) or path
+        return paths.relative_to(self._spec.data_dir, path) or path
 
 
 class PublishOutputs(beam.PTransform):
-    """``manifest_path = (shards, outcomes, discovered, stats, class_index, transform_written, refusals)
-    | PublishOutputs(PublishSpec(output, task, ...), options, versions)``."""
+    """``pending_manifest_path = (shards, outcomes, discovered, stats, class_index, transform_written, refusals)
+    | PublishOutputs(PublishSpec(data_dir, task, ...), options, versions)``."""
 
     def __init__(self, spec: PublishSpec, options: dict, versions: dict):
         super().__init__()
@@ -117,21 +114,21 @@ class PublishOutputs(beam.PTransform):
 
     def expand(self, inputs):
         shards, outcomes, discovered, stats, class_index, transform_written, refusals = inputs
-        output = self._spec.output
+        data_dir = self._spec.data_dir
         rejects_files = _jsonl_files(
             outcomes
             | "KeepReportable" >> beam.Filter(_is_reportable)
             | "ToJsonLines" >> beam.Map(_to_json),
             # one JSON object per rejected or duplicate input
-            "WriteRejects", paths.join(output, layout.REJECTS_PREFIX))
-        index_files = _jsonl_files(class_index, "WriteClassIndex", paths.join(output, layout.CLASS_INDEX_PREFIX))
+            "WriteRejects", paths.join(data_dir, layout.REJECTS_PREFIX))
+        index_files = _jsonl_files(class_index, "WriteClassIndex", paths.join(data_dir, layout.CLASS_INDEX_PREFIX))
         counts = (outcomes
                   | "StatusAndReason" >> beam.Map(_status_and_reason)
                   | "CountOutcomes" >> beam.combiners.Count.PerElement())
                   # ((status, reason), n)
         return (shards.pipeline
                 | "Once" >> beam.Create([None])
-                | "PublishShardsAndManifest" >> beam.ParDo(
+                | "WriteStatsAndPendingManifest" >> beam.ParDo(
                     FinalizeFn(self._spec, self._options, self._versions),
                     shards=beam.pvalue.AsList(shards), counts=beam.pvalue.AsList(counts),
                     discovered=beam.pvalue.AsSingleton(discovered),

@@ -61,7 +61,7 @@ class CheckSpec:
 @dataclasses.dataclass(frozen=True)
 class StatsSpec:
     """The statistics of the train split (ComputeStats)."""
-    output: str                              # transform/ is written below it
+    data_dir: str                            # the run's version folder: transform/ is written below it
     task: str
     num_classes: int
     ignore_label: Optional[int] = 255
@@ -82,7 +82,7 @@ class BalanceSpec:
 @dataclasses.dataclass(frozen=True)
 class WriteSpec:
     """Sharding and writing the records (WriteShards)."""
-    output: str                              # shards are written to its staging folder
+    data_dir: str                            # the run's version folder: shards are written into it
     check: CheckSpec                         # the task and how files are read again
     target_shard_bytes: int = 128 * 1024 * 1024
 
@@ -90,7 +90,7 @@ class WriteSpec:
 @dataclasses.dataclass(frozen=True)
 class PublishSpec:
     """What manifest.json describes (PublishOutputs)."""
-    output: str
+    data_dir: str                            # the run's version folder: its files are listed in the manifest
     task: str
     num_classes: int
     ignore_label: Optional[int] = 255

@@ -4,7 +4,7 @@ Input: unique ValidPair. The train pairs' summaries (core.stats.summary_values:
 no pixels, the encoded bytes left empty) are batched straight into Arrow record
 batches of the raw schema, the input of ``tft_beam.AnalyzeDataset``. Outputs:
 
-* ``<output>/transform/``: ``transform_fn/``, ``transformed_metadata/`` and the
+* ``<version folder>/transform/``: ``transform_fn/``, ``transformed_metadata/`` and the
   raw ``metadata/``, which ``tft.TFTransformOutput`` loads;
 * a singleton PCollection with the stats dict (also written as stats.json by
   PublishOutputs). Its totals are read back from the transform graph itself,
@@ -18,6 +18,7 @@ import tensorflow_transform.beam as tft_beam
 from tensorflow_transform.tf_metadata import dataset_metadata, schema_utils
 from tfx_bsl.public import tfxio
 
+from beam_pipeline import phases
 from beam_pipeline.core import layout, paths
 from beam_pipeline.core.records import ValidPair
 from beam_pipeline.core.selection import TRAIN
@@ -51,6 +52,7 @@ class ToRecordBatchFn(beam.DoFn):
         self._schema = arrow_schema
 
     def process(self, batch):
+        phases.reached(phases.STATISTICS)
         rows = [row if isinstance(row, dict) else summary_values(row, self._task) for row in batch]
         columns = [pa.array([row[field.name] for row in rows], type=field.type) for field in self._schema]
         yield pa.RecordBatch.from_arrays(columns, schema=self._schema)
@@ -75,7 +77,7 @@ class ExtractTotalsFn(beam.DoFn):
 
 
 class ComputeStats(beam.PTransform):
-    """``stats, written = unique_pairs | ComputeStats(StatsSpec(output, task, num_classes, ...), temp_dir)``."""
+    """``stats, written = unique_pairs | ComputeStats(StatsSpec(data_dir, task, num_classes, ...), temp_dir)``."""
 
     def __init__(self, spec: StatsSpec, temp_dir: str):
         super().__init__()
@@ -90,7 +92,7 @@ class ComputeStats(beam.PTransform):
         # read through it.
         source = tfxio.TFExampleBeamRecord(physical_format="inmem", telemetry_descriptors=_TELEMETRY, schema=schema)
         to_batches = ToRecordBatchFn(spec.task, source.ArrowSchema())
-        output = layout.transform_dir(spec.output)
+        output = layout.transform_dir(spec.data_dir)
         with tft_beam.Context(temp_dir=self._temp_dir, force_tf_compat_v1=False):
             summaries = (pairs
                          | "KeepTrainSplit" >> beam.Filter(_is_train)

@@ -12,8 +12,10 @@ def _rows(title: str, table: dict) -> List[str]:
 def render_summary(manifest: dict, output: str) -> str:
     counts = manifest["counts"]
     elapsed = manifest.get("elapsed_seconds")
-    lines = ["", "=== beam_pipeline summary ===", f"output: {output}", "counts:",
-             f"  discovered: {counts['discovered']}"]
+    lines = ["", "=== beam_pipeline summary ===", f"output: {output}"]
+    if manifest.get("data_dir"):
+        lines.append(f"published: version {manifest['data_dir']} (report: {manifest['data_dir']}/report.html)")
+    lines += ["counts:", f"  discovered: {counts['discovered']}"]
     lines += _rows("filtered out", counts["filtered_out"])
     lines += _rows("rejected", counts["rejected"])
     lines += [f"  duplicates: {counts['duplicates']}", f"  written: {counts['written']}"]

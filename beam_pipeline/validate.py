@@ -15,7 +15,7 @@ import time
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from beam_pipeline import pairs
+from beam_pipeline import pairs, phases
 from beam_pipeline.core import reasons
 from beam_pipeline.core.checks import Rejection
 from beam_pipeline.core.records import DUPLICATE, REJECTED, Outcome, PairRef, ValidPair
@@ -41,6 +41,7 @@ class ValidatePairFn(beam.DoFn):
         self._started = time.monotonic()
 
     def process(self, ref: PairRef):
+        phases.reached(phases.VALIDATE)
         result, bytes_read = pairs.check(ref, self._spec)
         self._bytes_read.inc(bytes_read)
         self._progress()

@@ -10,8 +10,11 @@ Only metadata is shuffled. Examples fall into hash buckets; the byte total of
 every (bucket, copy) is packed onto shards (core/sharding.py), keeping the
 copies of one image on different shards. The writer reads each file again,
 checks it against the SHA-256 taken at validation (pairs.record), and writes
-the records itself (one file per shard, no grouping of record bytes) into
-``<output>/.staging``; PublishOutputs moves the shards into place.
+the records itself (one file per shard, no grouping of record bytes) straight
+into the run's version folder (``runs/<run_id>/``, core/layout.py): nothing is
+renamed afterwards (a rename is a copy on object stores), and no reader looks
+there until the launcher commits the version by writing manifest.json. A write
+that fails raises an error naming the shard and the cause.
 """
 
 import collections
@@ -24,10 +27,11 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
-from beam_pipeline import pairs
-from beam_pipeline.core import layout, paths
+from beam_pipeline import pairs, phases
+from beam_pipeline.core import paths
 from beam_pipeline.core.checks import Rejection
 from beam_pipeline.core.example import frame_record
+from beam_pipeline.core.failures import write_failed
 from beam_pipeline.core.records import REJECTED, ClassTally, Outcome, ShardInfo, ValidPair
 from beam_pipeline.core.selection import TRAIN
 from beam_pipeline.core.sharding import (bucket_of, num_shards_for, pack_buckets, record_order, same_images,
@@ -92,7 +96,12 @@ class WriteShardFn(beam.DoFn):
         tally = ClassTally(self._spec.check.limits.num_classes)
         split = stratum = None
         ordered = sorted(group_pairs, key=_order_key)
-        with FileSystems.create(paths.join(layout.staging_dir(self._spec.output), name)) as handle:
+        path = paths.join(self._spec.data_dir, name)
+        try:
+            handle = FileSystems.create(path)
+        except OSError as error:
+            raise write_failed(path, error) from error
+        with _closing_or_failed(handle, path):
             for pair, record in self._records_in_order(ordered):
                 split, stratum = pair.ref.split, pair.stratum
                 if isinstance(record, Rejection):
@@ -103,6 +112,8 @@ class WriteShardFn(beam.DoFn):
                 framed = frame_record(record)
                 handle.write(framed)
                 digest.update(framed)
+                if records == 0:
+                    phases.reached(phases.WRITE_SHARD)
                 if split == TRAIN:
                     for c in pair.present_classes:
                         yield beam.pvalue.TaggedOutput(CLASS_INDEX, json.dumps(
@@ -137,12 +148,42 @@ class WriteShardFn(beam.DoFn):
                 yield done, future.result()
 
 
+class _closing_or_failed:
+    """Close a shard's handle on leaving; an OSError while writing or closing names the shard."""
+
+    def __init__(self, handle, path: str):
+        self._handle = handle
+        self._path = path
+
+    def __enter__(self):
+        return self._handle
+
+    def __exit__(self, kind, error, traceback):
+        if kind is not None:
+            _close_quietly(self._handle)
+            if isinstance(error, OSError):
+                raise write_failed(self._path, error) from error
+            return False
+        try:
+            self._handle.close()
+        except OSError as close_error:
+            raise write_failed(self._path, close_error) from close_error
+        return False
+
+
+def _close_quietly(handle) -> None:
+    try:
+        handle.close()
+    except OSError:
+        pass                  # the first error is the one reported
+
+
 def _order_key(pair: ValidPair):
     return record_order(pair.shard_key), pair.shard_key
 
 
 class WriteShards(beam.PTransform):
-    """``shard_infos, rejected, class_index = valid | WriteShards(WriteSpec(output, check, ...), refusals)``."""
+    """``shard_infos, rejected, class_index = valid | WriteShards(WriteSpec(data_dir, check, ...), refusals)``."""
 
     def __init__(self, spec: WriteSpec, refusals):
         super().__init__()

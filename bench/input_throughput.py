@@ -191,7 +191,7 @@ def ensure_dataset(workdir: Path, pairs: int, scale: int, shard_bytes: int, gene
 def raw_train_pairs(dataset: Dataset) -> list[tuple[str, str]]:
     """(image, mask) paths of the distinct train rows of the manifest that the pipeline did not reject."""
     rejected = set()
-    for path in sorted((dataset.shards / "rejects").glob("*.jsonl")):
+    for path in sorted((published_dir(dataset) / "rejects").glob("*.jsonl")):
         for line in path.read_text().splitlines():
             record = json.loads(line)
             if record["status"] == "rejected":
@@ -452,13 +452,19 @@ def spawn(spec: dict, log_path: Path, scale: int, repeat: int) -> Run:
                mask_shape=result["mask_shape"], decoding=result["decoding"])
 
 
+def published_dir(dataset: Dataset) -> Path:
+    """The version folder the output's manifest.json names (runs/<run_id>/): shards, stats.json, rejects/."""
+    manifest = json.loads((dataset.shards / "manifest.json").read_text())
+    return dataset.shards / manifest["data_dir"]
+
+
 def train_records(dataset: Dataset) -> int:
     manifest = json.loads((dataset.shards / "manifest.json").read_text())
     return manifest["splits"]["train"]["num_examples"]
 
 
 def stats_mean_std(dataset: Dataset) -> tuple[list[float], list[float]]:
-    stats = json.loads((dataset.shards / "stats.json").read_text())
+    stats = json.loads((published_dir(dataset) / "stats.json").read_text())
     return stats["image_mean"], stats["image_std"]
 
 

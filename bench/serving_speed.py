@@ -44,7 +44,7 @@ def _images_of_size(data: str, height: int, width: int, count: int):
     found = []
     for split in ("test", "val", "train"):
         for shard in manifest["splits"].get(split, {}).get("shards", []):
-            for raw in tf.data.TFRecordDataset(os.path.join(data, shard["path"])):
+            for raw in tf.data.TFRecordDataset(os.path.join(data, manifest.get("data_dir", ""), shard["path"])):
                 encoded = tf.train.Example.FromString(raw.numpy()).features.feature["image/encoded"].bytes_list.value[0]
                 if Image.open(io.BytesIO(encoded)).size == (width, height) and encoded not in found:
                     found.append(encoded)

@@ -13,7 +13,7 @@ import pytest
 import tensorflow as tf
 from PIL import Image
 
-from conftest import NUM_CLASSES, run_cli
+from conftest import NUM_CLASSES, dataset_dir, run_cli
 
 VALID_PAIRS = 240
 MANIFEST_ROWS = 252
@@ -47,7 +47,7 @@ def stem_of(path):
 
 def read_rejects(out):
     rows = []
-    for path in sorted((out / "rejects").glob("*.jsonl")):
+    for path in sorted((dataset_dir(out) / "rejects").glob("*.jsonl")):
         rows += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     return rows
 
@@ -56,7 +56,7 @@ def read_shards(out, manifest):
     """{(source_id, copy): parsed example} over every shard of every split, via tf.data."""
     examples = {}
     for split, entry in manifest["splits"].items():
-        files = [str(out / shard["path"]) for shard in entry["shards"]]
+        files = [str(dataset_dir(out) / shard["path"]) for shard in entry["shards"]]
         dataset = tf.data.TFRecordDataset(files).map(lambda r: tf.io.parse_single_example(r, FEATURES))
         for parsed in dataset:
             record = {k: v.numpy() for k, v in parsed.items()}
@@ -134,7 +134,7 @@ def test_shard_digests_sizes_and_split_column(seg, corpus_dir):
     for split, entry in manifest["splits"].items():
         sizes = []
         for shard in entry["shards"]:
-            data = (out / shard["path"]).read_bytes()
+            data = (dataset_dir(out) / shard["path"]).read_bytes()
             assert hashlib.sha256(data).hexdigest() == shard["sha256"]
             assert len(data) == shard["bytes"]
             sizes.append(len(data))
@@ -142,7 +142,8 @@ def test_shard_digests_sizes_and_split_column(seg, corpus_dir):
             assert max(sizes) <= 1.1 * min(sizes), (split, sizes)
     assert len(manifest["splits"]["train"]["shards"]) >= 5
     assert set(manifest["splits"]) == {"train", "val", "test"}
-    assert not (out / ".staging").exists()
+    assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "runs"]     # no lock, no working files
+    assert [p.name for p in (out / "runs").iterdir()] == [manifest["run_id"]]
 
 
 def test_second_run_gives_byte_identical_shards(seg, corpus_dir, tmp_path):
@@ -153,7 +154,7 @@ def test_second_run_gives_byte_identical_shards(seg, corpus_dir, tmp_path):
     assert again["splits"] == manifest["splits"]
     for entry in manifest["splits"].values():
         for shard in entry["shards"]:
-            assert (tmp_path / shard["path"]).read_bytes() == (out / shard["path"]).read_bytes()
+            assert (dataset_dir(tmp_path) / shard["path"]).read_bytes() == (dataset_dir(out) / shard["path"]).read_bytes()
 
 
 def test_summary_printed(seg):

@@ -4,6 +4,7 @@ Expected values come from manifest.json (written by the pipeline, not by the rep
 records read back with tf.data, or from the sample corpus's design (fixed here).
 """
 
+import hashlib
 import io
 import json
 import os
@@ -19,7 +20,7 @@ from tensorflow_metadata.proto.v0 import statistics_pb2
 from apache_beam.io.localfilesystem import LocalFileSystem
 
 from beam_pipeline.report import ReportLimits, render_report, statistics_files, write_report, write_statistics
-from conftest import NUM_CLASSES, ROOT
+from conftest import NUM_CLASSES, ROOT, dataset_dir
 from test_end_to_end import BROKEN, stem_of
 
 CLS_REJECTED = {"broken_truncated": "truncated", "broken_notimage": "undecodable"}  # sample corpus design
@@ -27,14 +28,15 @@ MAX_REPORT_BYTES = 3_000_000
 
 
 def load(out):
-    manifest = json.loads((out / "manifest.json").read_text())
+    """manifest.json and stats.json of the dataset whose version folder is ``out`` (OUTPUT/runs/<run_id>)."""
+    manifest = json.loads((out.parent.parent / "manifest.json").read_text())
     stats = json.loads((out / "stats.json").read_text()) if (out / "stats.json").exists() else None
     return manifest, stats
 
 
 @pytest.fixture(scope="module")
 def seg_report(segmentation_run):
-    out = segmentation_run[0]
+    out = dataset_dir(segmentation_run[0])
     manifest, _ = load(out)
     return out, manifest, render_report(manifest, str(out)).decode("utf-8")
 
@@ -89,7 +91,7 @@ def test_report_is_deterministic(seg_report):
 
 
 def test_caps_hold_the_gallery_and_the_shards_read(segmentation_run):
-    out = segmentation_run[0]
+    out = dataset_dir(segmentation_run[0])
     manifest, _ = load(out)
     limits = ReportLimits(gallery_bytes=120_000, max_shards=1, thumbnail_px=128)
     page = render_report(manifest, str(out), limits).decode("utf-8")
@@ -120,7 +122,7 @@ def records_in(out, entry):
 
 
 def test_segmentation_statistics_proto_counts_equal_the_manifest(segmentation_run, tmp_path):
-    out = segmentation_run[0]
+    out = dataset_dir(segmentation_run[0])
     manifest, stats = load(out)
     written = write_statistics(manifest, str(tmp_path), stats)
     assert sorted(written) == sorted(str(tmp_path / "stats" / f"{s}.tfrecord") for s in ("train", "val", "test"))
@@ -142,13 +144,13 @@ def test_segmentation_statistics_proto_counts_equal_the_manifest(segmentation_ru
     assert custom(feature(train, "image/encoded"), "mean_red").num == pytest.approx(stats["image_mean"][0])
 
 
-def test_classification_statistics_proto_holds_the_labels_in_the_shards(classification_run):
-    out = classification_run[0]
+def test_classification_statistics_proto_holds_the_labels_in_the_shards(classification_run, tmp_path):
+    out = dataset_dir(classification_run[0])
     manifest, stats = load(out)
     spec = {"image/class/label": tf.io.FixedLenFeature([], tf.int64)}
     for split, entry in manifest["splits"].items():
         content = statistics_files(manifest, stats)[f"stats/{split}.tfrecord"]
-        path = out.parent / f"{out.name}-{split}.tfrecord"
+        path = tmp_path / f"{split}.tfrecord"
         path.write_bytes(content)
         (dataset,) = read_statistics(path).datasets
         labels = np.zeros(NUM_CLASSES, np.int64)
@@ -172,14 +174,16 @@ def run_report_cli(*args):
 
 
 def test_cli_rewrites_the_report_and_statistics(classification_run):
-    out = classification_run[0]
+    out = dataset_dir(classification_run[0])
     manifest, stats = load(out)
-    completed = run_report_cli(out)
+    completed = run_report_cli(out.parent.parent)
     assert completed.returncode == 0, completed.stderr[-3000:]
     page = (out / "report.html").read_bytes()
     assert page == render_report(manifest, str(out))
+    assert hashlib.sha256(page).hexdigest() == manifest["files"]["report.html"]["sha256"]   # what publish wrote
     for relative, content in statistics_files(manifest, stats).items():
         assert (out / relative).read_bytes() == content
+        assert hashlib.sha256(content).hexdigest() == manifest["files"][relative]["sha256"]
     assert "FutureWarning" not in completed.stderr
     text = page.decode("utf-8")
     assert set(reject_example_paths(text)) == set(CLS_REJECTED.values())
@@ -236,15 +240,15 @@ class ObjectStoreLikeFileSystem(LocalFileSystem):
 
 
 def test_report_and_statistics_go_through_beam_filesystems(classification_run, tmp_path):
-    out = classification_run[0]
+    out = dataset_dir(classification_run[0])
     manifest, stats = load(out)
-    ObjectStoreLikeFileSystem.root = str(out.parent)
-    url = f"reporttest://{out.name}"
-    written = write_report(manifest, url, path=f"reporttest://{tmp_path.name}-report/report.html")
-    assert written == f"reporttest://{tmp_path.name}-report/report.html"
-    page = (out.parent / f"{tmp_path.name}-report" / "report.html").read_bytes()
+    ObjectStoreLikeFileSystem.root = ""
+    url = f"reporttest://{out}"
+    written = write_report(manifest, url, path=f"reporttest://{tmp_path}/report/report.html")
+    assert written == f"reporttest://{tmp_path}/report/report.html"
+    page = (tmp_path / "report" / "report.html").read_bytes()
     assert page == render_report(manifest, str(out))
-    paths = write_statistics(manifest, url + "-tfdv", stats)
-    assert paths == [f"{url}-tfdv/stats/{split}.tfrecord" for split in ("test", "train", "val")]
-    assert (out.parent / f"{out.name}-tfdv" / "stats" / "train.tfrecord").read_bytes() == \
+    paths = write_statistics(manifest, f"reporttest://{tmp_path}/tfdv", stats)
+    assert paths == [f"reporttest://{tmp_path}/tfdv/stats/{split}.tfrecord" for split in ("test", "train", "val")]
+    assert (tmp_path / "tfdv" / "stats" / "train.tfrecord").read_bytes() == \
         statistics_files(manifest, stats)["stats/train.tfrecord"]

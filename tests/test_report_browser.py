@@ -18,6 +18,8 @@ from test_end_to_end import BROKEN, MANIFEST_ROWS, VALID_PAIRS
 from test_report import CLS_REJECTED
 from tools.browser import chromium_path, visit
 
+pytestmark = pytest.mark.integration
+
 FIXED = {  # the sample corpus's design: discovered, written, rejected reasons
     "segmentation_run": (MANIFEST_ROWS, VALID_PAIRS, sorted(BROKEN.values())),
     "classification_run": (403, 401, sorted(CLS_REJECTED.values())),
@@ -42,12 +44,12 @@ def as_int(text: str) -> int:
 
 
 @pytest.fixture(scope="module", params=["segmentation_run", "classification_run"])
-def page_visit(request, tmp_path_factory):
+def page_visit(request):
     need_browser()
     out = request.getfixturevalue(request.param)[0]
     manifest = json.loads((out / "manifest.json").read_text())
-    html_path = tmp_path_factory.mktemp("report") / "report.html"
-    html_path.write_bytes(render_report(manifest, str(out)))
+    html_path = out / manifest["data_dir"] / "report.html"      # the page the run published
+    assert html_path.read_bytes() == render_report(manifest, str(html_path.parent))
     return request.param, manifest, visit(str(html_path)), html_path
 
 

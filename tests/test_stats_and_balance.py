@@ -16,7 +16,7 @@ import tensorflow as tf
 import tensorflow_transform as tft
 from PIL import Image
 
-from conftest import NUM_CLASSES, run_cli
+from conftest import NUM_CLASSES, dataset_dir, run_cli
 
 RAREST = 7
 EXPECTED_TRAIN = {
@@ -71,11 +71,11 @@ def numpy_train_counts(corpus_dir):
 @pytest.fixture(scope="module")
 def seg(segmentation_run):
     out, _ = segmentation_run
-    return out, json.loads((out / "manifest.json").read_text()), json.loads((out / "stats.json").read_text())
+    return out, json.loads((out / "manifest.json").read_text()), json.loads((dataset_dir(out) / "stats.json").read_text())
 
 
 def train_records(out, manifest):
-    files = [str(out / s["path"]) for s in manifest["splits"]["train"]["shards"]]
+    files = [str(dataset_dir(out) / s["path"]) for s in manifest["splits"]["train"]["shards"]]
     records = []
     for path in files:
         for raw in tf.data.TFRecordDataset(path):
@@ -121,11 +121,12 @@ def test_class_weights_exclude_ignore_and_follow_the_definitions(seg):
 
 def test_transform_output_applies_inside_tf_data(seg):
     out, manifest, stats = seg
-    transform = tft.TFTransformOutput(str(out / "transform"))
+    assert manifest["transform_dir"] == manifest["data_dir"] + "/transform"
+    transform = tft.TFTransformOutput(str(out / manifest["transform_dir"]))
     raw_spec = transform.raw_feature_spec()
     assert "image/encoded" in raw_spec and "image/segmentation/class/encoded" in raw_spec
     layer = transform.transform_features_layer()
-    files = [str(out / s["path"]) for s in manifest["splits"]["val"]["shards"]]
+    files = [str(dataset_dir(out) / s["path"]) for s in manifest["splits"]["val"]["shards"]]
 
     def apply(serialized):
         return layer(tf.io.parse_example(serialized, raw_spec))
@@ -212,7 +213,7 @@ def test_growth_above_max_growth_is_refused(corpus_dir, tmp_path):
     last = completed.stderr.strip().splitlines()[-1]
     assert last.startswith("error: repeat-factor balancing would grow the train split 1.2")
     assert "--max_growth 1.05" in last
-    assert not list(tmp_path.glob("*.tfrecord")) and not (tmp_path / "manifest.json").exists()
+    assert not list(tmp_path.rglob("*.tfrecord")) and not (tmp_path / "manifest.json").exists()
 
 
 def test_strata_group_train_shards_with_weights(corpus_dir, tmp_path):
@@ -226,7 +227,7 @@ def test_strata_group_train_shards_with_weights(corpus_dir, tmp_path):
     factors = manifest["balance"]["class_repeat_factors"]
     for stratum in strata:
         for path in stratum["shards"]:
-            for raw in tf.data.TFRecordDataset(str(tmp_path / path)):
+            for raw in tf.data.TFRecordDataset(str(dataset_dir(tmp_path) / path)):
                 counts = tf.io.parse_single_example(raw, POINT_FEATURES)["image/segmentation/class/pixel_count"]
                 present = [c for c in range(NUM_CLASSES) if counts[c] > 0]
                 assert min(present, key=lambda c: (-factors[c], c)) == stratum["class"]
@@ -244,7 +245,7 @@ def test_each_large_shard_mixes_classes_like_its_split(tmp_path):
     presence = {}
     for shard in manifest["splits"]["train"]["shards"]:
         counts = np.zeros(NUM_CLASSES)
-        for raw in tf.data.TFRecordDataset(str(out / shard["path"])):
+        for raw in tf.data.TFRecordDataset(str(dataset_dir(out) / shard["path"])):
             pixels = tf.io.parse_single_example(raw, POINT_FEATURES)["image/segmentation/class/pixel_count"]
             counts += pixels.numpy() > 0
         assert counts.tolist() == shard["class_images"]
@@ -262,11 +263,11 @@ def test_classification_label_statistics(corpus_dir, tmp_path):
     run_cli("--input", corpus_dir / "classification" / "images", "--output", tmp_path, "--task", "classification",
             "--num_classes", NUM_CLASSES, "--balance", "none")
     manifest = json.loads((tmp_path / "manifest.json").read_text())
-    stats = json.loads((tmp_path / "stats.json").read_text())
+    stats = json.loads((dataset_dir(tmp_path) / "stats.json").read_text())
     labels = np.zeros(NUM_CLASSES, np.int64)
     spec = {"image/class/label": tf.io.FixedLenFeature([], tf.int64)}
     for shard in manifest["splits"]["train"]["shards"]:
-        for raw in tf.data.TFRecordDataset(str(tmp_path / shard["path"])):
+        for raw in tf.data.TFRecordDataset(str(dataset_dir(tmp_path) / shard["path"])):
             labels[int(tf.io.parse_single_example(raw, spec)["image/class/label"])] += 1
     assert stats["label_counts"] == labels.tolist()
     assert stats["num_images"] == labels.sum() == manifest["splits"]["train"]["num_images"]

@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 from PIL import Image
 
-from conftest import ROOT
+from conftest import ROOT, dataset_dir
 from trainer_jobs import classification_job
 
 # The sample corpus's class folders, sorted: the pipeline numbers the classes in this order.
@@ -37,7 +37,7 @@ def _examples(out, split):
     manifest = json.loads((out / "manifest.json").read_text())
     rows = []
     for shard in manifest["splits"][split]["shards"]:
-        for raw in tf.data.TFRecordDataset(str(out / shard["path"])):
+        for raw in tf.data.TFRecordDataset(str(dataset_dir(out) / shard["path"])):
             feature = tf.train.Example.FromString(raw.numpy()).features.feature
             source = feature["image/source_id"].bytes_list.value[0].decode()
             rows.append((source.split("/")[-2], feature["image/class/label"].int64_list.value[0],

@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+import os
 import shutil
 
 import numpy as np
@@ -9,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 from conftest import NUM_CLASSES
-from trainer.artifacts import ArtifactError, load_artifacts, verify_shards
+from trainer.artifacts import ArtifactError, load_artifacts, verify_dataset
 import trainer.data
 from trainer.data import Decoder, InputConfig, make_dataset, shard_for_pipeline
 
@@ -22,16 +23,18 @@ def artifacts(segmentation_run):
     return load_artifacts(str(out))
 
 
-def test_shards_are_verified_against_the_manifest(artifacts, tmp_path):
-    assert verify_shards(artifacts, "train") == artifacts.split("train")["num_bytes"]
+def test_every_published_file_is_verified_against_the_manifest(artifacts, tmp_path):
+    listed = artifacts.manifest["files"]
+    assert {shard["path"] for entry in artifacts.manifest["splits"].values() for shard in entry["shards"]} <= set(listed)
+    assert verify_dataset(artifacts) == sum(os.path.getsize(os.path.join(artifacts.data_dir, p)) for p in listed)
     copy = tmp_path / "copy"
     shutil.copytree(artifacts.root, copy)
-    shard = copy / artifacts.split("val")["shards"][0]["path"]
+    shard = copy / artifacts.manifest["data_dir"] / artifacts.split("val")["shards"][0]["path"]
     data = bytearray(shard.read_bytes())
     data[100] ^= 0xFF
     shard.write_bytes(bytes(data))
     with pytest.raises(ArtifactError, match="SHA-256"):
-        verify_shards(load_artifacts(str(copy)), "val")
+        verify_dataset(load_artifacts(str(copy)))
     with pytest.raises(ArtifactError, match="no manifest.json"):
         load_artifacts(str(tmp_path))
 
@@ -130,7 +133,7 @@ def test_images_smaller_than_the_crop_are_padded_with_ignore(artifacts):
 
 
 def test_class_uniform_crops_find_the_rare_class_more_often(artifacts):
-    stats = json.loads(open(f"{artifacts.root}/stats.json").read())
+    stats = json.loads(open(f"{artifacts.data_dir}/stats.json").read())
     rarest = int(np.argmin(stats["class_images"]))
 
     def rare_share(mode):

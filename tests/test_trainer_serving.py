@@ -19,7 +19,7 @@ import pytest
 import tensorflow as tf
 from PIL import Image
 
-from conftest import NUM_CLASSES, ROOT, free_port, stop_process_group, wait_for_port
+from conftest import NUM_CLASSES, ROOT, dataset_dir, free_port, stop_process_group, wait_for_port
 from trainer_jobs import SEGMENTATION, segmentation_job
 
 MULTIPLE = 2 ** SEGMENTATION["depth"]
@@ -51,7 +51,7 @@ def _test_images(out):
     manifest = json.loads((out / "manifest.json").read_text())
     images = []
     for shard in manifest["splits"]["test"]["shards"]:
-        for raw in tf.data.TFRecordDataset(str(out / shard["path"])):
+        for raw in tf.data.TFRecordDataset(str(dataset_dir(out) / shard["path"])):
             example = tf.train.Example.FromString(raw.numpy())
             encoded = example.features.feature["image/encoded"].bytes_list.value[0]
             images.append(np.asarray(Image.open(io.BytesIO(encoded)).convert("RGB")))
@@ -119,7 +119,7 @@ def _in_process_class_map(job_dir, pixels, mean, std, pad_mode="symmetric"):
 def test_served_class_maps_equal_the_trained_model_on_training_normalisation(job, batch_images):
     export, job_dir, out = job
     paths, pixels = batch_images
-    stats = json.loads((out / "stats.json").read_text())
+    stats = json.loads((dataset_dir(out) / "stats.json").read_text())
     mean = np.array(stats["image_mean"], np.float32)
     std = np.array(stats["image_std"], np.float32)
     serve = tf.saved_model.load(export).signatures["serving_default"]

@@ -2,8 +2,8 @@
 
 The README's pictures (docs/report-*.png) come from the sample outputs of ``make run``:
 
-    python tools/report_screenshot.py build/out/segmentation/report.html docs/report-overview.png --max_height 1800
-    python tools/report_screenshot.py build/out/segmentation/report.html docs/report-gallery.png \\
+    python tools/report_screenshot.py build/out/segmentation/runs/RUN_ID/report.html docs/report-overview.png --max_height 1800
+    python tools/report_screenshot.py build/out/segmentation/runs/RUN_ID/report.html docs/report-gallery.png \\
         --selector '#gallery' --max_height 1200
 """
 

@@ -1,10 +1,15 @@
 """The pipeline's artifacts, as the trainer reads them: manifest.json, stats.json, shards, transform/.
 
 The trainer never imports apache_beam: this module reads files only (through
-``tf.io.gfile``, so local paths and ``gs://`` work alike).
+``tf.io.gfile``, so local paths and ``gs://`` work alike). It opens
+``manifest.json`` first and then only what it names: the version folder
+(``data_dir``, e.g. ``runs/<run_id>/``) that holds the shards and stats.json,
+and the tf.Transform output (``transform_dir``). :func:`verify_dataset` checks
+every file the manifest lists against its size and SHA-256 before training.
 """
 
 import dataclasses
+import functools
 import hashlib
 import json
 import posixpath
@@ -14,7 +19,7 @@ import tensorflow as tf
 
 MANIFEST = "manifest.json"
 STATS = "stats.json"
-TRANSFORM_DIR = "transform"
+TRANSFORM_DIR = "transform"          # where format-1 manifests (no transform_dir entry) keep it
 _CHUNK = 8 * 1024 * 1024
 
 
@@ -26,7 +31,15 @@ class ArtifactError(ValueError):
 class Artifacts:
     root: str
     manifest: dict
-    stats: Optional[dict]
+
+    @functools.cached_property
+    def stats(self) -> Optional[dict]:
+        """stats.json, read when first needed (after :func:`verify_dataset` has checked it); None without it."""
+        path = posixpath.join(self.data_dir, STATS)
+        if not tf.io.gfile.exists(path):
+            return None
+        with tf.io.gfile.GFile(path, "r") as handle:
+            return json.load(handle)
 
     @property
     def task(self) -> str:
@@ -46,7 +59,19 @@ class Artifacts:
         return list(self.manifest.get("class_names") or []) or [str(index) for index in range(self.num_classes)]
 
     @property
+    def data_dir(self) -> str:
+        """The version folder the manifest names; its paths are relative to it (the root for format 1)."""
+        return _data_dir(self.root, self.manifest)
+
+    @property
     def transform_dir(self) -> str:
+        """The tf.Transform output the manifest names (relative to the root)."""
+        named = self.manifest.get("transform_dir")
+        if named:
+            return posixpath.join(self.root, named)
+        if "data_dir" in self.manifest:
+            raise ArtifactError(f"{self.root}/{MANIFEST} names no tf.Transform output (the pipeline ran with "
+                                "--no_stats)")
         return posixpath.join(self.root, TRANSFORM_DIR)
 
     def split(self, name: str) -> dict:
@@ -56,12 +81,16 @@ class Artifacts:
         return self.manifest["splits"][name]
 
     def shard_paths(self, name: str) -> List[str]:
-        return [posixpath.join(self.root, shard["path"]) for shard in self.split(name)["shards"]]
+        return [posixpath.join(self.data_dir, shard["path"]) for shard in self.split(name)["shards"]]
 
     def strata(self, name: str) -> List[Tuple[float, List[str]]]:
         """(sampling weight, shard paths) per stratum; empty when the split was not written in strata."""
-        return [(stratum["weight"], [posixpath.join(self.root, path) for path in stratum["shards"]])
+        return [(stratum["weight"], [posixpath.join(self.data_dir, path) for path in stratum["shards"]])
                 for stratum in self.split(name).get("strata", [])]
+
+
+def _data_dir(root: str, manifest: dict) -> str:
+    return posixpath.join(root, manifest["data_dir"]) if manifest.get("data_dir") else root
 
 
 def load_artifacts(root: str) -> Artifacts:
@@ -71,12 +100,7 @@ def load_artifacts(root: str) -> Artifacts:
         raise ArtifactError(f"no {MANIFEST} in {root}: run the pipeline first (it writes the manifest last)")
     with tf.io.gfile.GFile(manifest_path, "r") as handle:
         manifest = json.load(handle)
-    stats_path = posixpath.join(root, STATS)
-    stats = None
-    if tf.io.gfile.exists(stats_path):
-        with tf.io.gfile.GFile(stats_path, "r") as handle:
-            stats = json.load(handle)
-    return Artifacts(root=root, manifest=manifest, stats=stats)
+    return Artifacts(root=root, manifest=manifest)
 
 
 def file_sha256(path: str) -> str:
@@ -89,17 +113,27 @@ def file_sha256(path: str) -> str:
             digest.update(chunk)
 
 
-def verify_shards(artifacts: Artifacts, split: str) -> int:
-    """Check every shard of ``split`` against the manifest's size and SHA-256; returns the bytes checked."""
+def verify_dataset(artifacts: Artifacts) -> int:
+    """Check every file the manifest lists (shards, transform/, stats.json, rejects, class index, report,
+    TFDV statistics) against its size and SHA-256; returns the bytes checked.
+
+    Raises ArtifactError naming the first file that is missing or differs, before anything is trained.
+    """
+    table = artifacts.manifest.get("files")
+    if table is None:
+        raise ArtifactError(
+            f"{artifacts.root}/{MANIFEST} (format {artifacts.manifest.get('format_version')}) lists no digests "
+            "of transform/ and stats.json, so they cannot be checked; publish the dataset again with the "
+            "pipeline's --overwrite, or train with --no_verify to skip the check")
     checked = 0
-    for shard in artifacts.split(split)["shards"]:
-        path = posixpath.join(artifacts.root, shard["path"])
+    for relative, expected in sorted(table.items()):
+        path = posixpath.join(artifacts.data_dir, relative)
         if not tf.io.gfile.exists(path):
-            raise ArtifactError(f"shard listed in the manifest is missing: {path}")
+            raise ArtifactError(f"{path} is listed in {MANIFEST} but missing")
         size = tf.io.gfile.stat(path).length
-        if size != shard["bytes"]:
-            raise ArtifactError(f"shard {path} has {size} bytes, the manifest says {shard['bytes']}")
-        if file_sha256(path) != shard["sha256"]:
-            raise ArtifactError(f"shard {path} does not match its SHA-256 in the manifest")
+        if size != expected["bytes"]:
+            raise ArtifactError(f"{path} has {size} bytes, {MANIFEST} says {expected['bytes']}")
+        if file_sha256(path) != expected["sha256"]:
+            raise ArtifactError(f"{path} does not match its SHA-256 in {MANIFEST}: the file is damaged")
         checked += size
     return checked

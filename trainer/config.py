@@ -106,8 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
     add("--cache", default="none", help="none, or a folder to cache decoded examples in files (never in memory).")
     add("--weights", default=None, help="A local weights file for a keras.applications backbone; nothing is "
                                         "downloaded.")
-    add("--no_verify_shards", dest="verify_shards", action="store_false",
-        help="Skip checking every shard's SHA-256 against manifest.json before training.")
+    add("--no_verify", "--no_verify_shards", dest="verify_shards", action="store_false",
+        help="Skip checking every file manifest.json lists (shards, transform/, stats.json, ...) against its size "
+             "and SHA-256 before training.")
     add("--seed", type=int, default=0, help="Random seed (default 0).")
     add("--serving_max_pixels", type=int, default=2 ** 23,
         help="The exported model refuses (with an error for that request) images with more pixels than this "

@@ -11,7 +11,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from trainer.artifacts import Artifacts, load_artifacts, verify_shards
+from trainer.artifacts import Artifacts, load_artifacts, verify_dataset
 from trainer.batch_norm import RecalibrateBatchNorm
 from trainer.config import TrainConfig
 from trainer.data import InputConfig, PipelineShard, make_dataset, make_whole_image_dataset, shard_for_pipeline
@@ -168,9 +168,7 @@ def train(config: TrainConfig) -> dict:
     artifacts = load_artifacts(config.data)
     task = artifacts.task if config.task == "auto" else config.task
     if config.verify_shards:
-        for split in ("train", "val"):
-            if split in artifacts.manifest["splits"]:
-                verify_shards(artifacts, split)
+        verify_dataset(artifacts)
     strategy, why = choose_strategy(config.strategy, config.tpu)
     _LOG.info("strategy: %s (%s)", type(strategy).__name__, why)
     policy = mixed_precision_policy(config.mixed_precision, strategy)

@@ -1,25 +1,88 @@
-"""Where everything lives in an output folder: one name for each published file and working folder."""
+"""Where everything lives in an output folder: one name for each published file and working file.
+
+An output folder holds versions of one dataset::
+
+    OUTPUT/manifest.json          the commit point: names the current version and every file of it
+    OUTPUT/_lock.json             the lock record of the run that holds the output (beam_pipeline/stores.py)
+    OUTPUT/runs/<run_id>/         one version: shards, transform/, stats.json, rejects/, class_index/,
+                                  report.html, stats/<split>.tfrecord
+
+A run writes only into its own ``runs/<run_id>/``; nothing a reader uses changes until the run
+writes ``manifest.json``, in one write, after everything else exists. Paths inside a manifest are
+relative to its version folder (``data_dir``), so two runs of the same input and options list the
+same files.
+"""
+
+import datetime
+import re
 
 from beam_pipeline.core import paths
 
 DATASET_MANIFEST = "manifest.json"          # written last: a reader that sees it sees a complete dataset
+LOCK = "_lock.json"                         # the lock record of the run that holds the output
+RUNS_DIR = "runs"                           # one folder per version: runs/<run_id>/
+
+# Inside a version folder (paths relative to it):
 STATS = "stats.json"
 TRANSFORM_DIR = "transform"                 # tf.Transform: transform_fn/, transformed_metadata/, metadata/
 RAW_METADATA_DIR = "metadata"               # inside TRANSFORM_DIR: the raw feature schema
 REJECTS_PREFIX = "rejects/rejects"          # + -SSSSS-of-NNNNN.jsonl
 CLASS_INDEX_PREFIX = "class_index/class_index"
-STAGING_DIR = ".staging"                    # shards while they are written; moved into place at publish
+REPORT = "report.html"                      # the dataset report (beam_pipeline/report), written at publish
+STATISTICS_DIR = "stats"                    # stats/<split>.tfrecord: the TFDV statistics, written at publish
+# Working files of a run inside its version folder; none is listed in a manifest.
 TEMP_DIR = ".tmp"                           # tf.Transform's temporary files without --temp_location
-REFUSAL = "refusal.json"                    # inside STAGING_DIR: why a refused run wrote nothing
+PENDING_MANIFEST = "_pending_manifest.json"  # the job's result for the launcher, which commits it
+REFUSAL = "_refusal.json"                   # why a refused run wrote nothing
+
+# The layout before versions (format 1): every file at the top of the output folder. Garbage
+# collection removes these after the first versioned commit (shards: the old manifest lists them).
+FLAT_LAYOUT_NAMES = (STATS, TRANSFORM_DIR, "rejects", "class_index", REPORT, STATISTICS_DIR, ".staging", TEMP_DIR)
+
+_RUN_ID = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{8}$")
 
 
-def staging_dir(output: str) -> str:
-    return paths.join(output, STAGING_DIR)
+def new_run_id(now: datetime.datetime, suffix: str) -> str:
+    """``20261130T232834Z-ad1c1f9d``: UTC start time (sorts by age) and a random suffix (unique)."""
+    return now.astimezone(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + suffix
 
 
-def transform_dir(output: str) -> str:
-    return paths.join(output, TRANSFORM_DIR)
+def is_run_id(name: str) -> bool:
+    return bool(_RUN_ID.match(name))
 
 
-def temp_dir(output: str) -> str:
-    return paths.join(output, TEMP_DIR)
+def runs_dir(output: str) -> str:
+    return paths.join(output, RUNS_DIR)
+
+
+def version_dir(output: str, run_id: str) -> str:
+    return paths.join(runs_dir(output), run_id)
+
+
+def data_dir_entry(run_id: str) -> str:
+    """The manifest's ``data_dir``: the version folder relative to the output folder."""
+    return f"{RUNS_DIR}/{run_id}"
+
+
+def transform_dir(data_dir: str) -> str:
+    return paths.join(data_dir, TRANSFORM_DIR)
+
+
+def temp_dir(data_dir: str) -> str:
+    return paths.join(data_dir, TEMP_DIR)
+
+
+def is_working_file(relative: str) -> bool:
+    """A run's own working file inside its version folder, never published (Beam's and tf.Transform's
+    temporary folders, the pending manifest, a refusal)."""
+    first = relative.split("/", 1)[0]
+    return (first in (TEMP_DIR, PENDING_MANIFEST, REFUSAL) or first.startswith("beam-temp-")
+            or "/beam-temp-" in relative)
+
+
+def publish_temp_name(name: str, token: str) -> str:
+    """The temporary name a file is written under before it is moved into place (local disk)."""
+    return f".{name}.{token}.tmp"
+
+
+PUBLISH_TEMP_GLOB = publish_temp_name(DATASET_MANIFEST, "*")   # what a launcher killed mid-publish may leave

@@ -8,7 +8,7 @@ from beam_pipeline.core.balance import class_repeat_factors, presence_counts
 from beam_pipeline.core.records import DUPLICATE, FILTERED, REJECTED
 from beam_pipeline.core.selection import TRAIN
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2               # 2: versions in runs/<run_id>/, data_dir and a files table
 _SHARD_FIELDS = ("path", "records", "bytes", "sha256", "class_images")
 
 

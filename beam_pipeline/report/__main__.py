@@ -35,24 +35,39 @@ def parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    import hashlib
+
     from apache_beam.io.filesystems import FileSystems
 
     from beam_pipeline.core import paths
-    from beam_pipeline.report import ReportLimits, write_report, write_statistics
+    from beam_pipeline.report import REPORT_NAME, ReportLimits, render_report, statistics_files
     from beam_pipeline.report.read import read_json, read_stats
     manifest_path = paths.join(args.output_dir, "manifest.json")
     if not FileSystems.exists(manifest_path):
         print(f"error: {manifest_path} does not exist: not a published output folder", file=sys.stderr)
         return 2
     manifest = read_json(manifest_path)
+    # The published version folder (runs/<run_id>/); the output folder itself for manifests before versions.
+    folder = paths.join(args.output_dir, manifest["data_dir"]) if manifest.get("data_dir") else args.output_dir
+    published = manifest.get("files") or {}
     limits = ReportLimits(gallery_per_class=args.gallery_per_class, max_shards=args.max_shards,
                           max_shard_bytes=args.max_shard_mb << 20, gallery_bytes=int(args.gallery_mb * 1e6))
-    path = write_report(manifest, args.output_dir, args.report_path, limits)
-    size = FileSystems.match([path])[0].metadata_list[0].size_in_bytes
-    print(f"wrote {path} ({size / 1e6:.2f} MB)")
+    outputs = {args.report_path or paths.join(folder, REPORT_NAME): render_report(manifest, folder, limits)}
     if not args.no_statistics:
-        for written in write_statistics(manifest, args.output_dir, read_stats(args.output_dir, manifest)):
-            print(f"wrote {written}")
+        for relative, content in statistics_files(manifest, read_stats(folder, manifest)).items():
+            outputs[paths.join(folder, relative)] = content
+    for path, content in outputs.items():
+        relative = paths.relative_to(folder, path)
+        listed = published.get(relative) if relative else None
+        if listed and hashlib.sha256(content).hexdigest() != listed["sha256"]:
+            print(f"error: {path} is published with its SHA-256 in manifest.json, and this rendering differs "
+                  "(other options or a newer release); writing it would fail the dataset's verification. "
+                  "Give --report_path to write the page elsewhere, or publish the dataset again", file=sys.stderr)
+            return 2
+    for path, content in outputs.items():
+        with FileSystems.create(path) as handle:
+            handle.write(content)
+        print(f"wrote {path} ({len(content) / 1e6:.2f} MB)")
     return 0
 
 

@@ -1,0 +1,109 @@
+"""Whole files through Beam's FileSystems, the same on local disk, gs:// and s3://.
+
+Reading and writing small files with errors that name the file, SHA-256 of a file read in
+chunks, listing every file below a folder with its size (one match), and removing a folder (on
+object stores a folder is a key prefix: it is removed with a trailing slash, and it "exists" only
+while a file lives below it).
+"""
+
+import json
+from typing import Dict
+
+from apache_beam.io.filesystem import BeamIOError
+from apache_beam.io.filesystems import FileSystems
+
+from beam_pipeline.core import digests, paths
+from beam_pipeline.core.failures import write_failed
+
+_CHUNK = digests.CHUNK_BYTES
+
+
+def write_bytes(path: str, data: bytes) -> dict:
+    """Write ``data`` to ``path``; returns its ``files`` entry. An OSError names the file."""
+    try:
+        with FileSystems.create(path) as handle:
+            handle.write(data)
+    except OSError as error:
+        raise write_failed(path, error) from error
+    return digests.entry(data)
+
+
+def json_bytes(value) -> bytes:
+    return json.dumps(value, indent=2).encode("utf-8") + b"\n"
+
+
+def read_bytes(path: str) -> bytes:
+    with FileSystems.open(path, compression_type="uncompressed") as handle:
+        return handle.read()
+
+
+def read_json(path: str):
+    return json.loads(read_bytes(path))
+
+
+def _chunks(path: str):
+    with FileSystems.open(path, compression_type="uncompressed") as handle:
+        while True:
+            chunk = handle.read(_CHUNK)
+            if not chunk:
+                return
+            yield chunk
+            if len(chunk) < _CHUNK:        # a short read is the end (saves a request past it on GCS)
+                return
+
+
+def file_entry(path: str) -> dict:
+    """``{"bytes", "sha256"}`` of a file, read in chunks."""
+    return digests.stream_entry(_chunks(path))
+
+
+def sha256(path: str) -> str:
+    return file_entry(path)["sha256"]
+
+
+def list_files(folder: str) -> Dict[str, int]:
+    """``{path relative to folder: size}`` of every file below ``folder`` (none when it does not exist)."""
+    try:
+        results = FileSystems.match([paths.join(folder, "**")])
+    except BeamIOError:
+        return {}
+    found = {}
+    for result in results:
+        for metadata in result.metadata_list:
+            relative = paths.relative_to(folder, metadata.path)
+            if relative is not None:
+                found[relative] = metadata.size_in_bytes
+    return found
+
+
+def match_paths(pattern: str):
+    """The files matching a glob (none when nothing matches)."""
+    try:
+        return [metadata.path for result in FileSystems.match([pattern]) for metadata in result.metadata_list]
+    except BeamIOError:
+        return []
+
+
+def exists(path: str) -> bool:
+    return FileSystems.exists(path)
+
+
+def remove_folder(folder: str) -> None:
+    """Delete ``folder`` and everything below it; nothing when it is not there.
+
+    A local folder is named without a trailing slash (Beam's local filesystem then removes the
+    folder itself); an object-store prefix with one (without, only an object of exactly that name goes).
+    """
+    folder = folder.rstrip("/")
+    if paths.split_scheme(folder)[0]:
+        if list_files(folder):
+            FileSystems.delete([folder + "/"])
+    elif FileSystems.exists(folder):
+        FileSystems.delete([folder])
+
+
+def remove_files(file_paths) -> None:
+    """Delete these files (a missing one is no error)."""
+    present = [path for path in file_paths if FileSystems.exists(path)]
+    if present:
+        FileSystems.delete(present)

@@ -1,0 +1,94 @@
+"""``python -m beam_pipeline.verify OUTPUT_DIR``: check a published dataset against its manifest.json.
+
+Every file the manifest lists (shards, everything under transform/, stats.json, the rejects and
+class-index files, report.html, stats/<split>.tfrecord) must be in the version folder the manifest
+names, with its size and SHA-256; a file in that folder that the manifest does not list is an error
+too. Prints one line per problem and a summary; exits 0 when the dataset is intact, 1 when a file
+is missing, extra, or differs, and 2 when OUTPUT_DIR holds no published dataset. Reads through
+Beam's FileSystems: OUTPUT_DIR may be local, gs:// or s3://.
+"""
+
+import argparse
+import dataclasses
+import logging
+import os
+import sys
+import warnings
+from typing import List, Optional
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+warnings.filterwarnings("ignore", category=FutureWarning, module=r"google\..*")
+
+INTACT, DAMAGED, NO_DATASET = 0, 1, 2
+
+
+@dataclasses.dataclass(frozen=True)
+class Verification:
+    output: str
+    data_dir: Optional[str]            # the version folder the manifest names; None without a dataset
+    files: int                         # files the manifest lists
+    bytes: int
+    problems: List[object]             # core.digests.Problem
+    error: Optional[str] = None        # why there is no dataset to check
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and not self.problems
+
+
+def verify(output: str) -> Verification:
+    """Check every file of the dataset published in ``output`` (one listing, then each file read once)."""
+    from beam_pipeline import commit, files
+    from beam_pipeline.core import digests, paths
+    output = output.rstrip("/")
+    try:
+        manifest = commit.read_manifest(output)
+    except ValueError as error:
+        return Verification(output, None, 0, 0, [], f"{output}/manifest.json is not valid JSON: {error}")
+    if manifest is None:
+        return Verification(output, None, 0, 0, [], f"no dataset: {output} holds no manifest.json")
+    if "files" not in manifest or "data_dir" not in manifest:
+        return Verification(output, None, 0, 0, [], (
+            f"{output}/manifest.json (format {manifest.get('format_version')}) lists no digests of its files; "
+            "publish the dataset again with the pipeline's --overwrite to make it verifiable"))
+    table = manifest["files"]
+    data_dir = paths.join(output, manifest["data_dir"])
+    found = files.list_files(data_dir)
+    problems = digests.check_sizes(table, found)
+    damaged = {problem.path for problem in problems}
+    problems += digests.check_digests(table, lambda relative: files.sha256(paths.join(data_dir, relative)),
+                                      skip=damaged)
+    return Verification(output, data_dir, len(table), digests.total_bytes(table),
+                        sorted(problems, key=lambda problem: (problem.path, problem.kind)))
+
+
+def render(result: Verification) -> str:
+    if result.error:
+        return f"error: {result.error}"
+    if result.ok:
+        return f"OK: {result.files} files, {result.bytes:,} bytes in {result.data_dir} match manifest.json"
+    lines = [str(problem) for problem in result.problems]
+    lines.append(f"FAILED: {len(result.problems)} problem(s) among {result.files} files listed in "
+                 f"{result.output}/manifest.json (version {result.data_dir})")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m beam_pipeline.verify",
+        description="Check a published dataset: every file manifest.json lists must exist in its version folder "
+                    "with the listed size and SHA-256, and the folder must hold no other file. Exit status 0: "
+                    "intact; 1: a file is missing, extra or differs; 2: no published dataset. OUTPUT_DIR may be "
+                    "local, gs:// or s3://.")
+    parser.add_argument("output_dir", metavar="OUTPUT_DIR", help="the pipeline's --output folder")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    result = verify(args.output_dir)
+    print(render(result), file=sys.stdout if result.ok else sys.stderr)
+    if result.error:
+        return NO_DATASET
+    return INTACT if result.ok else DAMAGED
+
+
+if __name__ == "__main__":
+    sys.exit(main())
