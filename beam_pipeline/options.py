@@ -10,6 +10,8 @@ from typing import Tuple
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from beam_pipeline import console
+
 DEFAULT_TARGET_SHARD_BYTES = 128 * 1024 * 1024
 
 
@@ -143,6 +145,12 @@ class CorpusOptions(PipelineOptions):
             "--overwrite", action="store_true", default=False,
             help="Replace the outputs of an earlier run in --output. Without it, an --output that "
                  "already holds a manifest.json is an error.")
+        output = parser.add_argument_group("console")
+        console.add_log_level_arguments(output)
+        output.add_argument(
+            "--progress_every", type=float, default=5.0,
+            help="DirectRunner: seconds between progress lines when stderr is not a terminal (a log file, CI); "
+                 "on a terminal a live bar is drawn instead. Default 5.")
 
 
 def help_parser() -> argparse.ArgumentParser:

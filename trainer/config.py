@@ -4,6 +4,8 @@ import argparse
 import dataclasses
 from typing import List, Optional, Tuple
 
+from trainer import console
+
 
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
@@ -33,6 +35,7 @@ class TrainConfig:
     weights: Optional[str] = None
     verify_shards: bool = True
     seed: int = 0
+    log_level: str = "info"                     # debug | info | warning | error (trainer/console.py)
 
 
 def _crop(text: str) -> Tuple[int, int]:
@@ -93,6 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--no_verify_shards", dest="verify_shards", action="store_false",
         help="Skip checking every shard's SHA-256 against manifest.json before training.")
     add("--seed", type=int, default=0, help="Random seed (default 0).")
+    console.add_log_level_arguments(parser)
     return parser
 
 

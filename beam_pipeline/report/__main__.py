@@ -1,14 +1,9 @@
 """``python -m beam_pipeline.report OUTPUT_DIR``: (re)write report.html and stats/<split>.tfrecord."""
 
 import argparse
-import logging
-import os
 import sys
-import warnings
 
-# TensorFlow-free, but tfx-bsl and the Google Cloud clients print start-up notices that are not about the report.
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-warnings.filterwarnings("ignore", category=FutureWarning, module=r"google\..*")
+from beam_pipeline import console
 
 
 def parser() -> argparse.ArgumentParser:
@@ -29,12 +24,13 @@ def parser() -> argparse.ArgumentParser:
                    + limits_help)
     p.add_argument("--gallery_per_class", type=int, default=6, help="examples shown per class " + limits_help)
     p.add_argument("--gallery_mb", type=float, default=2.5, help="encoded gallery images, in MB " + limits_help)
+    console.add_log_level_arguments(p)
     return p
 
 
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    console.configure(args.log_level)      # before Beam and tfx-bsl are imported
     from apache_beam.io.filesystems import FileSystems
 
     from beam_pipeline.core import paths
