@@ -6,7 +6,7 @@ from typing import List, Optional
 
 import apache_beam as beam
 
-from beam_pipeline import launch
+from beam_pipeline import console, launch, progress
 from beam_pipeline.balance_split import BalanceTrainSplit
 from beam_pipeline.config import CorpusConfig
 from beam_pipeline.core.balance import growth_refusal
@@ -82,14 +82,14 @@ def run(argv: Optional[List[str]] = None) -> dict:
         return {"plan": make_plan(config, launched.split, launched.plan_sample)}
     launch.prepare_output(config)
     launch.apply_runner_defaults(argv, launched.options)
+    console.apply_worker_log_options(argv, launched.options)
     run_options = dict(config.as_dict(), runner=launch.runner_name(launched.options))
     started = time.monotonic()
     _LOG.info("Reading %s (%s, %s)", config.input, config.input_format, config.task)
     p = beam.Pipeline(runner=launch.runner(launched.options), options=launched.options)
     build_pipeline(p, config, launched.split, run_options, launch.package_versions(),
                    launch.temp_dir(launched.options, config))
-    result = p.run()
-    result.wait_until_finish()
+    result = progress.run_and_watch(p, launched.options)     # a progress bar, lines, or where to watch
     manifest = read_result(config.output)
     manifest["elapsed_seconds"] = time.monotonic() - started
     manifest["shuffle_value_bytes"] = counter_total(result, *SHUFFLE)
