@@ -164,27 +164,20 @@ class CurrentStderrHandler(logging.StreamHandler):
 
 
 class ConsoleFormatter(logging.Formatter):
-    """``12:00:05 message`` for the project's lines, with ``warning:``/``error:`` when they are not info;
-    third-party lines keep their level and logger name."""
+    """On a terminal, ``12:00:05 message`` for the project's lines (``warning:``/``error:`` added when they are not
+    info) and the level and logger name for third-party lines. In a log (not a terminal), every line in
+    logging's classic form, ``2026-01-31 12:00:05,123 INFO logger: message``, which log tools parse."""
 
-    def __init__(self):
-        super().__init__(datefmt="%H:%M:%S")
+    def __init__(self, compact: bool):
+        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S" if compact else None)
+        self._compact = compact
 
-    def format(self, record: logging.LogRecord) -> str:
-        time = self.formatTime(record, self.datefmt)
+    def formatMessage(self, record: logging.LogRecord) -> str:
         own = record.name == PACKAGE or record.name.startswith(PACKAGE + ".")
-        if own and record.levelno == logging.INFO:
-            head = time
-        elif own:
-            head = f"{time} {record.levelname.lower()}:"
-        else:
-            head = f"{time} {record.levelname} {record.name}:"
-        text = f"{head} {record.getMessage()}"
-        if record.exc_info and not record.exc_text:
-            record.exc_text = self.formatException(record.exc_info)
-        if record.exc_text:
-            text += "\n" + record.exc_text
-        return text
+        if not (self._compact and own):
+            return super().formatMessage(record)
+        level = "" if record.levelno == logging.INFO else f" {record.levelname.lower()}:"
+        return f"{record.asctime}{level} {record.message}"
 
 
 class OneReportPerError(logging.Filter):
@@ -199,7 +192,7 @@ def _configure_logging(level: str) -> None:
     for handler in list(root.handlers):
         root.removeHandler(handler)
     handler = CurrentStderrHandler()
-    handler.setFormatter(ConsoleFormatter())
+    handler.setFormatter(ConsoleFormatter(compact=SETTINGS.interactive))
     root.addHandler(handler)
     root.setLevel(logging.INFO if level == DEBUG else logging.ERROR)
     logging.getLogger(PACKAGE).setLevel(level.upper())

@@ -150,7 +150,7 @@ class CorpusOptions(PipelineOptions):
         output.add_argument(
             "--progress_every", type=float, default=5.0,
             help="DirectRunner: seconds between progress lines when stderr is not a terminal (a log file, CI); "
-                 "on a terminal a live bar is drawn instead. Default 5.")
+                 "on a terminal a live bar is drawn instead. Default 5 (at least 0.1).")
 
 
 def help_parser() -> argparse.ArgumentParser:

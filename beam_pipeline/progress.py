@@ -37,8 +37,9 @@ from beam_pipeline.core import progress as figures
 from beam_pipeline.core.progress import MEASURED, PhaseClock, Progress, RunnerPlace
 
 ENV = "BEAM_PIPELINE_PROGRESS_DIR"
-FLUSH_SECONDS = 0.5         # a worker writes its totals at most this often (and at every bundle's end)
-POLL_SECONDS = 0.5          # the launcher reads them this often
+FLUSH_SECONDS = 0.5         # a worker writes its totals this often when they changed (and at every bundle's end)
+POLL_SECONDS = 0.5          # the launcher reads them this often, or twice per --progress_every if that is shorter
+MIN_INTERVAL = 0.1          # the shortest --progress_every
 
 _LOG = logging.getLogger(__name__)
 
@@ -151,7 +152,7 @@ def job_counts(result) -> Optional[Dict[str, int]]:
     """Every user counter of a finished job, summed over steps; None when the runner reports no metrics."""
     try:
         counters = result.metrics().query()["counters"]
-    except (NotImplementedError, AttributeError, RuntimeError):
+    except Exception:       # noqa: BLE001 - NotImplementedError, or the job service gone: the run is done anyway
         return None
     counts: Dict[str, int] = {}
     for found in counters:
@@ -165,11 +166,11 @@ class LinesDisplay:
     """Plain progress lines, for a log: one every ``interval`` seconds, and one as each phase ends."""
 
     def __init__(self, interval: float):
-        self._interval = interval
+        self.interval = interval
         self._last = float("-inf")
 
     def show(self, now: float, progress: Progress, rate, eta, phase_changed: bool) -> None:
-        if phase_changed or now - self._last >= self._interval:
+        if phase_changed or now - self._last >= self.interval:
             self._last = now
             _LOG.info("%s", figures.progress_line(progress.phase, progress, rate, eta))
 
@@ -224,9 +225,10 @@ def _without_phase(line: str, phase: str) -> str:
 class Monitor:
     """Reads the workers' totals while the job runs and shows them; closes each measured phase once."""
 
-    def __init__(self, folder: str, display):
+    def __init__(self, folder: str, display, poll_seconds: float = POLL_SECONDS):
         self._folder = folder
         self._display = display
+        self._poll = poll_seconds
         self._clock = PhaseClock()
         self._started: Dict[str, float] = {}        # phase -> when it was first seen
         self._closed = set()
@@ -238,7 +240,7 @@ class Monitor:
         self._thread.start()
 
     def _run(self) -> None:
-        while not self._stop.wait(POLL_SECONDS):
+        while not self._stop.wait(self._poll):
             try:
                 self.observe(time.monotonic(), figures.progress_of(read_totals(self._folder)))
             except Exception:       # noqa: BLE001 - the job matters more than its progress line
@@ -267,8 +269,7 @@ class Monitor:
 
     def finish(self, counts: Optional[Dict[str, int]]) -> None:
         """Stop reading; close the measured phases from the job's exact counts (or the last totals read)."""
-        self._stop.set()
-        self._thread.join()
+        self._stop_reading()
         final = figures.progress_of(counts) if counts is not None else self._last
         if final is not None:
             now = time.monotonic()
@@ -277,10 +278,14 @@ class Monitor:
                     self._close(phase, final, now)
         self._display.stop()
 
+    def _stop_reading(self) -> None:
+        self._stop.set()
+        if self._thread.ident is not None:
+            self._thread.join()
+
     def abort(self) -> None:
         """Stop reading and showing, without final lines: the job failed."""
-        self._stop.set()
-        self._thread.join()
+        self._stop_reading()
         self._display.stop()
 
 
@@ -291,41 +296,59 @@ def _display(options):
         return None
     if mode == "bar":
         return BarDisplay()
-    return LinesDisplay(options.view_as(CorpusOptions).progress_every)
+    return LinesDisplay(max(MIN_INTERVAL, options.view_as(CorpusOptions).progress_every))
 
 
-def _is_local(pipeline) -> bool:
-    """The DirectRunner's engine: its workers are this process or processes it starts."""
+def _runs_here(pipeline) -> bool:
+    """The DirectRunner's engine: the job runs in this process and the worker processes it starts."""
     from apache_beam.runners.portability.fn_api_runner import FnApiRunner
     return isinstance(pipeline.runner, FnApiRunner) or type(pipeline.runner).__name__ in (
         "DirectRunner", "SwitchingDirectRunner", "BundleBasedDirectRunner")
 
 
+def _workers_here(pipeline, options) -> bool:
+    """The SDK workers are this process or its children: the DirectRunner, or any runner with LOOPBACK."""
+    from apache_beam.options.pipeline_options import PortableOptions
+    return _runs_here(pipeline) or (options.view_as(PortableOptions).environment_type or "").upper() == "LOOPBACK"
+
+
 def run_and_watch(pipeline, options):
-    """Run ``pipeline`` and wait for it, showing its progress; returns the PipelineResult."""
-    if not _is_local(pipeline):
-        return _run_remote(pipeline, options)
-    display = _display(options)
-    if display is None:
-        result = pipeline.run()
-        result.wait_until_finish()
-        return result
-    folder = tempfile.mkdtemp(prefix="beam_pipeline_progress_")
+    """Run ``pipeline`` and wait for it, showing its progress; returns the PipelineResult.
+
+    Where the workers run here, their totals make a bar or lines; where the runner
+    is elsewhere, the log says where to watch, and the final counters are logged.
+    """
+    display = _display(options) if _workers_here(pipeline, options) else None
+    folder = tempfile.mkdtemp(prefix="beam_pipeline_progress_") if display is not None else None
     previous = os.environ.get(ENV)
-    os.environ[ENV] = folder
-    monitor = Monitor(folder, display)
-    monitor.start()
+    monitor = None
+    if folder is not None:
+        os.environ[ENV] = folder
+        interval = getattr(display, "interval", POLL_SECONDS)
+        monitor = Monitor(folder, display, min(POLL_SECONDS, interval / 2))
+        monitor.start()
     try:
-        result = pipeline.run()
-        result.wait_until_finish()
-    except BaseException:
-        monitor.abort()
-        raise
-    else:
-        monitor.finish(job_counts(result))
+        try:
+            result = pipeline.run()
+            if not _runs_here(pipeline):
+                for line in figures.watch_hint(runner_place(options, result)):
+                    _LOG.info("%s", line)
+            result.wait_until_finish()
+        except BaseException:
+            if monitor is not None:
+                monitor.abort()
+            raise
+        counts = job_counts(result)
+        if monitor is not None:
+            monitor.finish(counts)
+        elif counts and not _runs_here(pipeline):
+            final = figures.progress_of(counts)
+            for phase in MEASURED:
+                _LOG.info("%s", figures.progress_line(phase, final))
     finally:
-        _restore(previous)
-        shutil.rmtree(folder, ignore_errors=True)
+        if folder is not None:
+            _restore(previous)
+            shutil.rmtree(folder, ignore_errors=True)
     return result
 
 
@@ -350,16 +373,3 @@ def runner_place(options, result=None) -> RunnerPlace:
                        region=cloud.region, flink_master=options.view_as(FlinkRunnerOptions).flink_master,
                        spark_master_url=options.view_as(SparkRunnerOptions).spark_master_url,
                        job_endpoint=options.view_as(PortableOptions).job_endpoint)
-
-
-def _run_remote(pipeline, options):
-    result = pipeline.run()
-    for line in figures.watch_hint(runner_place(options, result)):
-        _LOG.info("%s", line)
-    result.wait_until_finish()
-    counts = job_counts(result)
-    if counts:
-        final = figures.progress_of(counts)
-        for phase in MEASURED:
-            _LOG.info("%s", figures.progress_line(phase, final))
-    return result

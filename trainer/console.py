@@ -69,6 +69,7 @@ _NATIVE_FILTER: Optional["NativeStderrFilter"] = None
 def configure(level: str = DEFAULT_LEVEL) -> None:
     """Set up this process for ``level``; call it before TensorFlow is imported."""
     global _NATIVE_FILTER
+    interactive = sys.stderr.isatty()
     if level != DEBUG:
         for name, value in QUIET_ENVIRONMENT.items():
             os.environ.setdefault(name, value)
@@ -80,8 +81,8 @@ def configure(level: str = DEFAULT_LEVEL) -> None:
     root = logging.getLogger()
     for handler in list(root.handlers):
         root.removeHandler(handler)
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(ConsoleFormatter())
+    handler = logging.StreamHandler(sys.stderr)     # the filter's sys.stderr, when there is one
+    handler.setFormatter(ConsoleFormatter(compact=interactive))
     root.addHandler(handler)
     root.setLevel(logging.INFO if level == DEBUG else logging.ERROR)
     logging.getLogger(PACKAGE).setLevel(level.upper())
@@ -91,25 +92,20 @@ def configure(level: str = DEFAULT_LEVEL) -> None:
 
 
 class ConsoleFormatter(logging.Formatter):
-    """``12:00:05 message`` for the trainer's lines, with ``warning:``/``error:`` when they are not info;
-    third-party lines keep their level and logger name."""
+    """On a terminal, ``12:00:05 message`` for the trainer's lines (``warning:``/``error:`` added when they are not
+    info) and the level and logger name for third-party lines. In a log (not a terminal), every line in
+    logging's classic form, ``2026-01-31 12:00:05,123 INFO logger: message``, which log tools parse."""
 
-    def __init__(self):
-        super().__init__(datefmt="%H:%M:%S")
+    def __init__(self, compact: bool):
+        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S" if compact else None)
+        self._compact = compact
 
-    def format(self, record: logging.LogRecord) -> str:
-        time = self.formatTime(record, self.datefmt)
+    def formatMessage(self, record: logging.LogRecord) -> str:
         own = record.name == PACKAGE or record.name.startswith(PACKAGE + ".")
-        if own and record.levelno == logging.INFO:
-            head = time
-        elif own:
-            head = f"{time} {record.levelname.lower()}:"
-        else:
-            head = f"{time} {record.levelname} {record.name}:"
-        text = f"{head} {record.getMessage()}"
-        if record.exc_info and not record.exc_text:
-            record.exc_text = self.formatException(record.exc_info)
-        return text + ("\n" + record.exc_text if record.exc_text else "")
+        if not (self._compact and own):
+            return super().formatMessage(record)
+        level = "" if record.levelno == logging.INFO else f" {record.levelname.lower()}:"
+        return f"{record.asctime}{level} {record.message}"
 
 
 class NativeStderrFilter:
