@@ -18,18 +18,19 @@ $(VENV)/.installed: requirements.txt setup.py
 
 install: $(VENV)/.installed
 
+# The commands are not echoed: the console shows the runs' progress and summaries (README, The console).
 run: install
-	$(PY) -m tools.sample_corpus $(SAMPLE)
-	$(PY) -m beam_pipeline --input $(SAMPLE)/segmentation/manifest.csv --output $(OUT)/segmentation \
+	@$(PY) -m tools.sample_corpus $(SAMPLE) --overwrite
+	@$(PY) -m beam_pipeline --input $(SAMPLE)/segmentation/manifest.csv --output $(OUT)/segmentation \
 		--task segmentation --num_classes 8 --ignore_label 255 --overwrite
-	$(PY) -m beam_pipeline --input $(SAMPLE)/classification/images --output $(OUT)/classification \
+	@$(PY) -m beam_pipeline --input $(SAMPLE)/classification/images --output $(OUT)/classification \
 		--task classification --num_classes 8 --overwrite
-	$(MAKE) --no-print-directory report
+	@$(MAKE) --no-print-directory report
 
 # report.html and stats/<split>.tfrecord for the sample outputs (see README, The dataset report).
 report: install
-	$(PY) -m beam_pipeline.report $(OUT)/segmentation
-	$(PY) -m beam_pipeline.report $(OUT)/classification
+	@$(PY) -m beam_pipeline.report $(OUT)/segmentation
+	@$(PY) -m beam_pipeline.report $(OUT)/classification
 
 # System packages the tests need beyond Python: Debian's chromium for the report's browser test.
 test-deps:

@@ -1,7 +1,9 @@
 """``python -m beam_pipeline.report OUTPUT_DIR``: (re)write report.html and stats/<split>.tfrecord."""
 
 import argparse
+import posixpath
 import sys
+from typing import List
 
 from beam_pipeline import console
 
@@ -45,11 +47,23 @@ def main(argv=None) -> int:
                           max_shard_bytes=args.max_shard_mb << 20, gallery_bytes=int(args.gallery_mb * 1e6))
     path = write_report(manifest, args.output_dir, args.report_path, limits)
     size = FileSystems.match([path])[0].metadata_list[0].size_in_bytes
-    print(f"wrote {path} ({size / 1e6:.2f} MB)")
+    line = f"wrote {path} ({size / 1e6:.2f} MB)"
     if not args.no_statistics:
-        for written in write_statistics(manifest, args.output_dir, read_stats(args.output_dir, manifest)):
-            print(f"wrote {written}")
+        written = write_statistics(manifest, args.output_dir, read_stats(args.output_dir, manifest))
+        line += f" and {_brief(args.output_dir, written)} (statistics for TFDV)"
+    print(line)
     return 0
+
+
+def _brief(folder: str, written: List[str]) -> str:
+    """``stats/{test,train,val}.tfrecord`` for files of one folder and suffix under ``folder``; else all paths."""
+    inside = [path[len(folder):].lstrip("/") if path.startswith(folder) else path for path in written]
+    heads = {posixpath.dirname(path) for path in inside}
+    suffixes = {posixpath.splitext(path)[1] for path in inside}
+    if len(inside) < 2 or len(heads) != 1 or len(suffixes) != 1:
+        return ", ".join(inside)
+    stems = ",".join(posixpath.splitext(posixpath.basename(path))[0] for path in inside)
+    return posixpath.join(heads.pop(), f"{{{stems}}}{suffixes.pop()}")
 
 
 if __name__ == "__main__":
