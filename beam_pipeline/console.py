@@ -56,6 +56,9 @@ NATIVE_NOISE = re.compile(rb"""
   | To\ enable\ the\ following\ instructions:.*rebuild\ TensorFlow                  # 2nd line of a CPU notice
 """, re.VERBOSE)
 
+# Third-party loggers whose warnings are about the user's own command line (Beam's "Discarding unparseable
+# args: ['--max_exampels', '5']" for a misspelt option): shown from WARNING up at every level.
+USER_FACING_LOGGERS = ("apache_beam.options.pipeline_options",)
 # Beam logs each record a worker process sends as one line of this logger (local_job_service.BeamFnLoggingServicer).
 WORKER_LOG_FORWARDER = "apache_beam.runners.portability.local_job_service"
 # Beam's runner loggers that log an error which run() then raises: it is reported once, as the exception.
@@ -196,6 +199,8 @@ def _configure_logging(level: str) -> None:
     root.addHandler(handler)
     root.setLevel(logging.INFO if level == DEBUG else logging.ERROR)
     logging.getLogger(PACKAGE).setLevel(level.upper())
+    for name in USER_FACING_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
     for name in RUNNER_LOGGERS:
         logging.getLogger(name).addFilter(OneReportPerError())
     forwarder = logging.getLogger(WORKER_LOG_FORWARDER)

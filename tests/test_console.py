@@ -66,6 +66,16 @@ def test_pipeline_verbose_shows_third_party_lines_from_launcher_and_workers(corp
     assert "=== beam_pipeline summary ===" in completed.stdout
 
 
+def test_a_misspelt_option_is_still_reported(tmp_path):
+    completed = run_cli("--input", tmp_path / "missing.csv", "--output", tmp_path / "out", "--num_classes", 8,
+                        "--max_exampels", 5, check=False)
+    assert completed.returncode == 2
+    assert re.search(r"WARNING apache_beam\.options\.pipeline_options: Discarding unparseable args: "
+                     r"\['--max_exampels', '5'\]", completed.stderr), completed.stderr
+    assert "error: --input listing does not exist" in completed.stderr
+    assert noise_in(output(completed)) == []
+
+
 def test_pipeline_help_lists_log_level():
     completed = run_cli("--help")
     assert "--log_level {debug,info,warning,error}" in completed.stdout
