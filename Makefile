@@ -18,11 +18,12 @@ $(VENV)/.installed: requirements.txt setup.py
 
 install: $(VENV)/.installed
 
+# The commands are not echoed: the console shows the runs' progress and summaries (README, The console).
 run: install
-	$(PY) -m tools.sample_corpus $(SAMPLE)
-	$(PY) -m beam_pipeline --input $(SAMPLE)/segmentation/manifest.csv --output $(OUT)/segmentation \
+	@$(PY) -m tools.sample_corpus $(SAMPLE) --overwrite
+	@$(PY) -m beam_pipeline --input $(SAMPLE)/segmentation/manifest.csv --output $(OUT)/segmentation \
 		--task segmentation --num_classes 8 --ignore_label 255 --overwrite
-	$(PY) -m beam_pipeline --input $(SAMPLE)/classification/images --output $(OUT)/classification \
+	@$(PY) -m beam_pipeline --input $(SAMPLE)/classification/images --output $(OUT)/classification \
 		--task classification --num_classes 8 --overwrite
 
 # System packages the tests need beyond Python, from Debian when missing: chromium for the report's

@@ -4,42 +4,19 @@ import atexit
 import logging
 import os
 import sys
-import warnings
 
-# TensorFlow's C++ start-up notices (CPU features, missing CUDA) are not about this run.
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-# Google Cloud client libraries (pulled in by apache-beam[gcp]) warn about their own
-# future requirements at import time; that says nothing about this run.
-warnings.filterwarnings("ignore", category=FutureWarning, module=r"google\..*")
-
-from beam_pipeline.memory import limit_malloc_growth  # noqa: E402
-from beam_pipeline.options import CorpusOptionsError, help_parser  # noqa: E402
-
-
-_RUNNER_LOGGERS = ("apache_beam.runners.common", "apache_beam.runners.worker.sdk_worker",
-                   "apache_beam.runners.worker.bundle_processor",
-                   "apache_beam.runners.portability.fn_api_runner.fn_runner",
-                   "apache_beam.runners.portability.local_job_service")   # SDK worker processes' logs, forwarded
-
-
-class _OneReportPerError(logging.Filter):
-    """Drop the runner's own error logs: the same error is raised from run() and reported once."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not (record.name.startswith("apache_beam") and record.levelno >= logging.ERROR)
+from beam_pipeline import console
 
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    console.configure(console.level_from_argv(argv))       # before Beam and TensorFlow are imported
+    from beam_pipeline.options import CorpusOptionsError, help_parser
     if any(arg in ("-h", "--help") for arg in argv):
         help_parser().print_help()
         return 0
+    from beam_pipeline.memory import limit_malloc_growth
     limit_malloc_growth()
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
-    logging.getLogger("beam_pipeline").setLevel(logging.INFO)
-    for name in _RUNNER_LOGGERS:
-        logging.getLogger(name).addFilter(_OneReportPerError())
     from beam_pipeline.core.failures import RunFailed
     from beam_pipeline.core.locking import LockLost, OutputLocked
     from beam_pipeline.pipeline import run
@@ -74,6 +51,7 @@ def exit_now(code: int) -> None:
     them left one job server process behind after every Flink run).
     """
     atexit._run_exitfuncs()  # noqa: SLF001 - the handlers os._exit would skip; errors are printed, not raised
+    console.shutdown()
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()

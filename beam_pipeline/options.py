@@ -11,6 +11,7 @@ from typing import Tuple
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from beam_pipeline.core.gates import DEFAULT_MAX_REJECT_FRACTION
+from beam_pipeline import console
 
 DEFAULT_TARGET_SHARD_BYTES = 128 * 1024 * 1024
 
@@ -159,6 +160,12 @@ class CorpusOptions(PipelineOptions):
                  "the filters kept) is rejected; the message names the top reasons. Nearly everything rejected "
                  "is the usual sign of a wrong --mask_template or --num_classes, or a broken mount. "
                  f"Default {DEFAULT_MAX_REJECT_FRACTION:g}; 1 turns the gate off.")
+        output = parser.add_argument_group("console")
+        console.add_log_level_arguments(output)
+        output.add_argument(
+            "--progress_every", type=float, default=5.0,
+            help="DirectRunner: seconds between progress lines when stderr is not a terminal (a log file, CI); "
+                 "on a terminal a live bar is drawn instead. Default 5 (at least 0.1).")
 
 
 def help_parser() -> argparse.ArgumentParser:

@@ -6,7 +6,7 @@ from typing import Dict, List, Optional
 
 import apache_beam as beam
 
-from beam_pipeline import launch, stores
+from beam_pipeline import console, launch, progress, stores
 from beam_pipeline.balance_split import BalanceTrainSplit
 from beam_pipeline.commit import OutputRun
 from beam_pipeline.config import CorpusConfig
@@ -121,6 +121,7 @@ def run(argv: Optional[List[str]] = None) -> dict:
         return {"plan": make_plan(config, launched.split, launched.plan_sample)}
     launch.check_output(config)
     launch.apply_runner_defaults(argv, launched.options)
+    console.apply_worker_log_options(argv, launched.options)
     run_options = dict(config.as_dict(), runner=launch.runner_name(launched.options))
     started = time.monotonic()
     try:
@@ -134,8 +135,7 @@ def run(argv: Optional[List[str]] = None) -> dict:
             p = beam.Pipeline(runner=launch.runner(launched.options), options=launched.options)
             build_pipeline(p, config, launched.split, run_options, launch.package_versions(),
                            launch.temp_dir(launched.options, data_dir), data_dir)
-            result = p.run()
-            result.wait_until_finish()
+            result = progress.run_and_watch(p, launched.options)     # a progress bar, lines, or where to watch
             pending = read_result(data_dir)
             timing = {"started": output_run.started, "pipeline_seconds": round(time.monotonic() - started, 1)}
             manifest = output_run.commit(pending, timing)

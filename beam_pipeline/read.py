@@ -7,41 +7,53 @@ content is read here. The per-input work is in beam_pipeline/pairs.py.
 """
 
 import apache_beam as beam
-from apache_beam.metrics import Metrics
 
-from beam_pipeline import pairs
-from beam_pipeline.core.records import Outcome
+from beam_pipeline import pairs, progress
+from beam_pipeline.core.progress import DISCOVERED, REJECTED_PREFIX
+from beam_pipeline.core.records import Outcome, PairRef
 from beam_pipeline.metrics import REJECTED_TAG
 from beam_pipeline.specs import DiscoverSpec
 
 
-def _tagged(item):
-    return beam.pvalue.TaggedOutput(REJECTED_TAG, item) if isinstance(item, Outcome) else item
+class _Discovered:
+    """Counts what leaves ReadCorpus, as manifest.json's ``discovered`` does: pairs and unpaired inputs."""
+
+    def __init__(self):
+        self._found = progress.counter(*DISCOVERED)
+
+    def tagged(self, item):
+        if isinstance(item, Outcome):
+            self._found.inc()
+            progress.counter(DISCOVERED[0], f"{REJECTED_PREFIX}{item.reason}").inc()
+            return beam.pvalue.TaggedOutput(REJECTED_TAG, item)
+        if isinstance(item, PairRef):
+            self._found.inc()
+        return item
 
 
-class DiscoverFn(beam.DoFn):
+class DiscoverFn(progress.CountingDoFn):
     """Source -> PairRef, or a rejected Outcome (listing files, class folders); or (mask path, path) to join."""
 
     def __init__(self, spec: DiscoverSpec):
         self._spec = spec
-        self._found = Metrics.counter("ReadCorpus", "discovered")
+        self._discovered = _Discovered()
 
     def process(self, source: pairs.Source):
         for item in pairs.discover_source(self._spec, source):
-            self._found.inc()
-            yield _tagged(item)
+            yield self._discovered.tagged(item)
 
 
-class JoinOnMaskPathFn(beam.DoFn):
+class JoinOnMaskPathFn(progress.CountingDoFn):
     """(mask path, {images: [...], masks: [...]}) -> PairRef, or orphan Outcomes."""
 
     def __init__(self, spec: DiscoverSpec):
         self._spec = spec
+        self._discovered = _Discovered()
 
     def process(self, element):
         mask_rel, grouped = element
         for item in pairs.join_on_mask_path(self._spec, mask_rel, grouped["images"], grouped["masks"]):
-            yield _tagged(item)
+            yield self._discovered.tagged(item)
 
 
 class ReadCorpus(beam.PTransform):

@@ -9,13 +9,14 @@ depends on the key and the metadata only, never on order or on Python's
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from beam_pipeline import pairs
+from beam_pipeline import pairs, progress
+from beam_pipeline.core.progress import SELECTED
 from beam_pipeline.core.records import Outcome, PairRef
 from beam_pipeline.metrics import REJECTED_TAG
 from beam_pipeline.specs import SelectSpec
 
 
-class SelectFn(beam.DoFn):
+class SelectFn(progress.CountingDoFn):
     """PairRef -> PairRef kept, or an Outcome (filtered, or rejected by a --filter error)."""
 
     def __init__(self, spec: SelectSpec):
@@ -28,19 +29,25 @@ class SelectFn(beam.DoFn):
             self._kept.inc()
             yield ref
         else:
-            Metrics.counter("SelectSubset", f"{outcome.status}_{outcome.reason}").inc()
+            progress.counter("SelectSubset", f"{outcome.status}_{outcome.reason}").inc()
             yield beam.pvalue.TaggedOutput(REJECTED_TAG, outcome)
 
 
-class AssignSplitFn(beam.DoFn):
+class AssignSplitFn(progress.CountingDoFn):
     """PairRef -> PairRef with its split, or a rejected Outcome when it has none."""
 
     def __init__(self, spec: SelectSpec):
         self._spec = spec
+        self._selected = progress.counter(*SELECTED)
 
     def process(self, ref: PairRef):
         item = pairs.with_split(ref, self._spec)
-        yield beam.pvalue.TaggedOutput(REJECTED_TAG, item) if isinstance(item, Outcome) else item
+        if isinstance(item, Outcome):
+            progress.counter("SelectSubset", f"{item.status}_{item.reason}").inc()
+            yield beam.pvalue.TaggedOutput(REJECTED_TAG, item)
+        else:
+            self._selected.inc()
+            yield item
 
 
 class CapExamplesFn(beam.DoFn):

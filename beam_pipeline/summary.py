@@ -1,77 +1,111 @@
-"""The end-of-run summary table, rendered from manifest.json."""
+"""The end-of-run summary, rendered from manifest.json: short enough to read at a glance.
+
+Counts, rejects by reason, splits, statistics and balancing take a line each;
+one table has a row per class (images, pixel share, class weight, train
+presence before and after balancing). With many classes the table keeps the
+rarest; every class is in report.html and manifest.json.
+"""
 
 from typing import List
 
+MAX_CLASS_ROWS = 12         # the rarest classes shown when there are more
 
-def _rows(title: str, table: dict) -> List[str]:
-    lines = [f"  {title}: {table['total']}"]
-    lines += [f"    {reason:<28} {count:>8}" for reason, count in sorted(table["by_reason"].items())]
-    return lines
+
+def _reasons(table: dict) -> str:
+    return ", ".join(f"{reason} {count}" for reason, count in sorted(table["by_reason"].items()))
+
+
+def _wrapped(head: str, text: str, width: int = 100) -> List[str]:
+    """``head`` + ``text``, broken at ", " so that no line is longer than ``width``."""
+    lines, line = [], head
+    for part in text.split(", "):
+        piece = part if line == head else f", {part}"
+        if len(line) + len(piece) > width and line != head:
+            lines.append(line + ",")
+            line = "  " + part
+        else:
+            line += piece
+    return lines + [line]
 
 
 def render_summary(manifest: dict, output: str) -> str:
     counts = manifest["counts"]
     elapsed = manifest.get("elapsed_seconds")
-    lines = ["", "=== beam_pipeline summary ===", f"output: {output}"]
+    lines = ["=== beam_pipeline summary ===", f"output: {output}"]
     if manifest.get("data_dir"):
         lines.append(f"published: version {manifest['data_dir']} (report: {manifest['data_dir']}/report.html)")
-    lines += ["counts:", f"  discovered: {counts['discovered']}"]
-    lines += _rows("filtered out", counts["filtered_out"])
-    lines += _rows("rejected", counts["rejected"])
-    lines += [f"  duplicates: {counts['duplicates']}", f"  written: {counts['written']}"]
-    names = manifest.get("class_names") or [str(c) for c in range(manifest["num_classes"])]
-    lines.append("splits:")
-    for split, entry in sorted(manifest["splits"].items()):
-        lines.append(f"  {split:<8} {entry['num_examples']:>8} examples {entry['num_bytes'] / 1e6:>10.1f} MB "
-                     f"in {len(entry['shards'])} shard(s)")
-    lines.append("classes (examples containing each class, all splits):")
-    totals = [0] * len(names)
-    pixels = [0] * len(names)
-    for entry in manifest["splits"].values():
-        totals = [a + b for a, b in zip(totals, entry["class_images"])]
-        if entry["class_pixels"]:
-            pixels = [a + b for a, b in zip(pixels, entry["class_pixels"])]
-    all_pixels = sum(pixels)
-    for c, name in enumerate(names):
-        share = f"{100.0 * pixels[c] / all_pixels:6.2f} % of pixels" if all_pixels else ""
-        lines.append(f"  {c:>3} {name:<20} {totals[c]:>8} {share}")
-    lines += _statistics_lines(manifest.get("statistics"), names)
-    lines += _balance_lines(manifest.get("balance") or {}, names)
-    if manifest.get("shuffle_value_bytes") is not None:
-        lines.append(f"shuffle: {manifest['shuffle_value_bytes'] / 1e6:.2f} MB of metadata values (no pixels)")
+    lines += [f"counts: discovered: {counts['discovered']}, written: {counts['written']}, "
+              f"rejected: {counts['rejected']['total']}, duplicates: {counts['duplicates']}, "
+              f"filtered out: {counts['filtered_out']['total']}"]
+    for title, table in (("rejected", counts["rejected"]), ("filtered out", counts["filtered_out"])):
+        if table["by_reason"]:
+            lines += _wrapped(f"  {title}: ", _reasons(table))
+    splits = [f"{split} {entry['num_examples']} in {len(entry['shards'])} ({entry['num_bytes'] / 1e6:.1f} MB)"
+              for split, entry in sorted(manifest["splits"].items())]
+    lines += _wrapped("splits (records in shards): ", ", ".join(splits))
+    stats = manifest.get("statistics")
+    if stats:
+        mean = " ".join(f"{v:.1f}" for v in stats["image_mean"])
+        std = " ".join(f"{v:.1f}" for v in stats["image_std"])
+        lines.append(f"statistics (train, tf.Transform): {stats['num_images']} images, mean RGB {mean}, std {std}")
+    lines.append(_balance_line(manifest.get("balance") or {}))
+    lines += _class_table(manifest)
+    tail = []
     if elapsed:
-        rate = counts["discovered"] / elapsed
-        lines.append(f"time: {elapsed:.1f} s, {rate:.1f} inputs/s, {counts['written'] / elapsed:.1f} written/s")
+        tail.append(f"time: {elapsed:.1f} s, {counts['discovered'] / elapsed:.1f} inputs/s, "
+                    f"{counts['written'] / elapsed:.1f} written/s")
+    if manifest.get("shuffle_value_bytes") is not None:
+        tail.append(f"shuffle: {manifest['shuffle_value_bytes'] / 1e6:.2f} MB of metadata (no pixels)")
+    if tail:
+        lines.append("; ".join(tail))
     return "\n".join(lines)
 
 
-def _statistics_lines(stats, names) -> List[str]:
-    if not stats:
-        return []
-    mean = ", ".join(f"{v:.1f}" for v in stats["image_mean"])
-    std = ", ".join(f"{v:.1f}" for v in stats["image_std"])
-    lines = [f"statistics (train, tf.Transform): {stats['num_images']} images, mean RGB [{mean}], std [{std}]"]
-    weights = stats["class_weights"]
-    lines.append(f"  {'class':<24} {'median_freq':>12} {'inv_sqrt':>10}")
-    for c, name in enumerate(names):
-        lines.append(f"  {c:>3} {name:<20} {weights['median_freq'][c]:>12.3f} {weights['inv_sqrt'][c]:>10.3f}")
-    return lines
-
-
-def _balance_lines(balance: dict, names) -> List[str]:
+def _balance_line(balance: dict) -> str:
     if "before" not in balance:
-        return [f"balance: {balance.get('method', 'none')}"]
+        return f"balance: {balance.get('method', 'none')}"
+    line = f"balance: {balance['method']} (t={balance['threshold']:g})"
     after = balance["after"]
-    header = f"balance: {balance['method']} (t={balance['threshold']:g})"
     if "growth" in balance and after.get("sampling") != "strata":
-        header += f", train grows {balance['growth']:.2f}x ({after['records']} records)"
-    lines = [header, f"  {'class':<24} {'images before':>14} {'after':>8} {'pixels before':>14} {'after':>8}"]
-    pixels_before = balance["before"].get("class_pixel_share")
-    pixels_after = after.get("class_pixel_share")
-    for c, name in enumerate(names):
-        row = (f"  {c:>3} {name:<20} {100 * balance['before']['class_image_share'][c]:>13.2f}% "
-               f"{100 * after['class_image_share'][c]:>7.2f}%")
-        if pixels_before and pixels_after:
-            row += f" {100 * pixels_before[c]:>13.3f}% {100 * pixels_after[c]:>7.3f}%"
+        line += f", train grows {balance['growth']:.2f}x ({after['records']} records)"
+    return line
+
+
+def _class_table(manifest: dict) -> List[str]:
+    names = manifest.get("class_names") or [str(c) for c in range(manifest["num_classes"])]
+    images = [0] * len(names)
+    pixels = [0] * len(names)
+    for entry in manifest["splits"].values():
+        images = [a + b for a, b in zip(images, entry["class_images"])]
+        if entry["class_pixels"]:
+            pixels = [a + b for a, b in zip(pixels, entry["class_pixels"])]
+    all_pixels = sum(pixels)
+    stats = manifest.get("statistics") or {}
+    weights = (stats.get("class_weights") or {}).get("median_freq")
+    balance = manifest.get("balance") or {}
+    before, after = balance.get("before"), balance.get("after")
+    header = f"  {'class':<24} {'images':>7}"
+    header += f" {'pixels':>7}" if all_pixels else ""
+    header += f" {'weight':>7}" if weights else ""
+    header += "  train images before -> after" if before else ""
+    header += "  pixels before -> after" if before and before.get("class_pixel_share") else ""
+    rows = range(len(names))
+    if len(names) > MAX_CLASS_ROWS:
+        rows = sorted(sorted(rows, key=lambda c: (images[c], c))[:MAX_CLASS_ROWS])
+    lines = ["classes (images with each class, all splits; weight: median_freq; the rarest first when cut):"
+             if len(names) > MAX_CLASS_ROWS else "classes (images with each class, all splits; weight: median_freq):",
+             header]
+    for c in rows:
+        row = f"  {c:>3} {names[c]:<20} {images[c]:>7}"
+        row += f" {100.0 * pixels[c] / all_pixels:6.2f}%" if all_pixels else ""
+        row += f" {weights[c]:>7.3f}" if weights else ""
+        if before:
+            row += (f"  {100 * before['class_image_share'][c]:>10.2f}% -> "
+                    f"{100 * after['class_image_share'][c]:>6.2f}%")
+            if before.get("class_pixel_share") and after.get("class_pixel_share"):
+                row += (f"  {100 * before['class_pixel_share'][c]:>7.3f}% -> "
+                        f"{100 * after['class_pixel_share'][c]:>7.3f}%")
         lines.append(row)
+    if len(names) > MAX_CLASS_ROWS:
+        lines.append(f"  ... {len(names) - MAX_CLASS_ROWS} more classes in report.html and manifest.json")
     return lines

@@ -9,55 +9,37 @@ DeduplicatePairs keeps one pair per content (image digest, mask digest,
 label) and reports the others as duplicates.
 """
 
-import logging
-import time
-
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from beam_pipeline import pairs, phases
+from beam_pipeline import pairs, phases, progress
 from beam_pipeline.core import reasons
 from beam_pipeline.core.checks import Rejection
+from beam_pipeline.core.progress import DUPLICATES, REJECTED_PREFIX, VALID
 from beam_pipeline.core.records import DUPLICATE, REJECTED, Outcome, PairRef, ValidPair
 from beam_pipeline.metrics import REJECTED_TAG
 from beam_pipeline.shuffle import GroupPackedByKey
 from beam_pipeline.specs import CheckSpec
 
-PROGRESS_EVERY = 500
 
-_LOG = logging.getLogger(__name__)
-
-
-class ValidatePairFn(beam.DoFn):
+class ValidatePairFn(progress.CountingDoFn):
     """PairRef -> ValidPair, or a rejected Outcome with a reason code."""
 
     def __init__(self, spec: CheckSpec):
         self._spec = spec
-        self._valid = Metrics.counter("ValidatePairs", "valid")
+        self._valid = progress.counter(*VALID)
         self._bytes_read = Metrics.counter("ValidatePairs", "bytes_read")
-
-    def setup(self):
-        self._seen = 0
-        self._started = time.monotonic()
 
     def process(self, ref: PairRef):
         phases.reached(phases.VALIDATE)
         result, bytes_read = pairs.check(ref, self._spec)
         self._bytes_read.inc(bytes_read)
-        self._progress()
         if isinstance(result, Rejection):
-            Metrics.counter("ValidatePairs", f"rejected_{result.reason}").inc()
+            progress.counter(VALID[0], f"{REJECTED_PREFIX}{result.reason}").inc()
             yield beam.pvalue.TaggedOutput(REJECTED_TAG, Outcome.for_ref(ref, REJECTED, result.reason, result.detail))
         else:
             self._valid.inc()
             yield result
-
-    def _progress(self):
-        self._seen += 1
-        if self._seen % PROGRESS_EVERY == 0:
-            elapsed = time.monotonic() - self._started
-            _LOG.info("ValidatePairs: this worker checked %d pairs (%.1f pairs/s)",
-                      self._seen, self._seen / max(elapsed, 1e-9))
 
 
 class ValidatePairs(beam.PTransform):
@@ -82,7 +64,7 @@ def _first_wins_order(pair: ValidPair):
     return pair.ref.key, pair.ref.image or "", pair.ref.mask or "", pair.ref.split or ""
 
 
-class KeepFirstFn(beam.DoFn):
+class KeepFirstFn(progress.CountingDoFn):
     """(content key, [ValidPair, ...]) -> the pair with the smallest key; duplicates as Outcomes."""
 
     def process(self, element):
@@ -91,7 +73,7 @@ class KeepFirstFn(beam.DoFn):
         kept = ordered[0]
         yield kept
         for other in ordered[1:]:
-            Metrics.counter("DeduplicatePairs", "duplicates").inc()
+            progress.counter(*DUPLICATES).inc()
             yield beam.pvalue.TaggedOutput(REJECTED_TAG, Outcome.for_ref(
                 other.ref, DUPLICATE, reasons.DUPLICATE, f"same content as {kept.ref.source_id}"))
 

@@ -27,11 +27,12 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
-from beam_pipeline import pairs, phases
+from beam_pipeline import pairs, phases, progress
 from beam_pipeline.core import paths
 from beam_pipeline.core.checks import Rejection
 from beam_pipeline.core.example import frame_record
 from beam_pipeline.core.failures import write_failed
+from beam_pipeline.core.progress import PAIRS_WRITTEN, RECORDS_WRITTEN, REJECTED_PREFIX
 from beam_pipeline.core.records import REJECTED, ClassTally, Outcome, ShardInfo, ValidPair
 from beam_pipeline.core.selection import TRAIN
 from beam_pipeline.core.sharding import (bucket_of, num_shards_for, pack_buckets, record_order, same_images,
@@ -79,12 +80,13 @@ class AssignShardFn(beam.DoFn):
         yield (group, shard, shards), pair
 
 
-class WriteShardFn(beam.DoFn):
+class WriteShardFn(progress.CountingDoFn):
     """((group, shard, num_shards), [ValidPair, ...]) -> ShardInfo, rejected Outcomes, index lines."""
 
     def __init__(self, spec: WriteSpec):
         self._spec = spec
-        self._records = Metrics.counter("WriteShards", "records_written")
+        self._records = progress.counter(*RECORDS_WRITTEN)
+        self._pairs = progress.counter(*PAIRS_WRITTEN)
         self._bytes = Metrics.counter("WriteShards", "bytes_written")
 
     def process(self, element):
@@ -105,7 +107,7 @@ class WriteShardFn(beam.DoFn):
             for pair, record in self._records_in_order(ordered):
                 split, stratum = pair.ref.split, pair.stratum
                 if isinstance(record, Rejection):
-                    Metrics.counter("WriteShards", f"rejected_{record.reason}").inc()
+                    progress.counter(PAIRS_WRITTEN[0], f"{REJECTED_PREFIX}{record.reason}").inc()
                     yield beam.pvalue.TaggedOutput(REJECTED_TAG, Outcome.for_ref(
                         pair.ref, REJECTED, record.reason, record.detail))
                     continue
@@ -121,10 +123,12 @@ class WriteShardFn(beam.DoFn):
                              "copy": pair.copy}, sort_keys=True))
                 records += 1
                 originals += pair.copy == 0
+                self._records.inc()
+                if pair.copy == 0:
+                    self._pairs.inc()
                 written_bytes += len(framed)
                 weight += pair.repeat_factor
                 tally.add(pair)
-        self._records.inc(records)
         self._bytes.inc(written_bytes)
         yield ShardInfo(group=group, split=split or group, index=index, num_shards=num_shards, path=name,
                         records=records, bytes=written_bytes, sha256=digest.hexdigest(), originals=originals,

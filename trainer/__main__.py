@@ -1,16 +1,14 @@
 """``python -m trainer``: parse the options, train, export, print a one-line summary."""
 
-import logging
-import os
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from trainer import console
 
 
 def main(argv=None) -> int:
     from trainer.config import parse_config
     config = parse_config(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    console.configure(config.log_level)         # before TensorFlow is imported
     from trainer.artifacts import ArtifactError
     from trainer.strategy import StrategyError
     from trainer.train import train

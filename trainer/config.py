@@ -4,6 +4,8 @@ import argparse
 import dataclasses
 from typing import List, Optional, Tuple
 
+from trainer import console
+
 
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
@@ -36,6 +38,7 @@ class TrainConfig:
     verify_shards: bool = True
     seed: int = 0
     serving_max_pixels: int = 2 ** 23           # The exported model refuses larger images.
+    log_level: str = "info"                     # debug | info | warning | error (trainer/console.py)
 
 
 def _crop(text: str) -> Tuple[int, int]:
@@ -113,6 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--serving_max_pixels", type=int, default=2 ** 23,
         help="The exported model refuses (with an error for that request) images with more pixels than this "
              "(default 8388608): its memory grows with the pixels of the images it is sent.")
+    console.add_log_level_arguments(parser)
     return parser
 
 

@@ -1,14 +1,11 @@
 """``python -m beam_pipeline.report OUTPUT_DIR``: (re)write report.html and stats/<split>.tfrecord."""
 
 import argparse
-import logging
-import os
+import posixpath
 import sys
-import warnings
+from typing import List
 
-# TensorFlow-free, but tfx-bsl and the Google Cloud clients print start-up notices that are not about the report.
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-warnings.filterwarnings("ignore", category=FutureWarning, module=r"google\..*")
+from beam_pipeline import console
 
 
 def parser() -> argparse.ArgumentParser:
@@ -29,12 +26,13 @@ def parser() -> argparse.ArgumentParser:
                    + limits_help)
     p.add_argument("--gallery_per_class", type=int, default=6, help="examples shown per class " + limits_help)
     p.add_argument("--gallery_mb", type=float, default=2.5, help="encoded gallery images, in MB " + limits_help)
+    console.add_log_level_arguments(p)
     return p
 
 
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    console.configure(args.log_level)      # before Beam and tfx-bsl are imported
     import hashlib
 
     from apache_beam.io.filesystems import FileSystems
@@ -69,6 +67,17 @@ def main(argv=None) -> int:
             handle.write(content)
         print(f"wrote {path} ({len(content) / 1e6:.2f} MB)")
     return 0
+
+
+def _brief(folder: str, written: List[str]) -> str:
+    """``stats/{test,train,val}.tfrecord`` for files of one folder and suffix under ``folder``; else all paths."""
+    inside = [path[len(folder):].lstrip("/") if path.startswith(folder) else path for path in written]
+    heads = {posixpath.dirname(path) for path in inside}
+    suffixes = {posixpath.splitext(path)[1] for path in inside}
+    if len(inside) < 2 or len(heads) != 1 or len(suffixes) != 1:
+        return ", ".join(inside)
+    stems = ",".join(posixpath.splitext(posixpath.basename(path))[0] for path in inside)
+    return posixpath.join(heads.pop(), f"{{{stems}}}{suffixes.pop()}")
 
 
 if __name__ == "__main__":

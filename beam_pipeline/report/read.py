@@ -39,8 +39,8 @@ def read_stats(folder: str, manifest: dict) -> Optional[dict]:
 
 def _lines(path: str, budget: List[int]) -> Iterator[str]:
     """The lines of a text file, charging their bytes to ``budget[0]`` and stopping when it is spent."""
-    with FileSystems.open(path) as handle:
-        for raw in io.BufferedReader(handle):
+    with FileSystems.open(path) as handle, io.BufferedReader(handle) as buffered:
+        for raw in buffered:
             budget[0] -= len(raw)
             if budget[0] < 0:
                 return
@@ -128,8 +128,8 @@ def _records(batch) -> Iterator[dict]:
 
 def _batches(path: str, max_bytes: int, sample: data.ShardSample) -> Iterator[list]:
     batch: list = []
-    with FileSystems.open(path) as handle:
-        for record in read_records(io.BufferedReader(handle, 1 << 20), max_bytes):
+    with FileSystems.open(path) as handle, io.BufferedReader(handle, 1 << 20) as buffered:
+        for record in read_records(buffered, max_bytes):
             sample.bytes_read += len(record)
             batch.append(record)
             if len(batch) == _DECODE_BATCH:

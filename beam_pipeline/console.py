@@ -1,0 +1,330 @@
+"""What the pipeline's commands print: the project's own lines by default, everything with -v.
+
+Quiet, the default (``--log_level info``), shows progress, warnings about the
+data, errors and the summary. Third-party start-up noise is kept out of every
+process, the DirectRunner's SDK worker processes included:
+
+- environment variables the workers inherit: TF_CPP_MIN_LOG_LEVEL (TensorFlow's
+  C++ log), GRPC_VERBOSITY (gRPC's C core) and PYTHONWARNINGS (deprecation
+  notices printed at import, such as google-api-core's grpcio one);
+- in this process, warnings filters and the level of third-party loggers;
+- the workers' log records, which Beam forwards to this process as one
+  ``Worker: <LogEntry>`` line each (:class:`WorkerRecords`): third-party ones
+  below ERROR are dropped, the project's are shown as its own lines;
+- lines written to file descriptor 2 by native code, which no log level
+  reaches: TensorFlow's C++ start-up notices are written while its shared
+  libraries load, before TF_CPP_MIN_LOG_LEVEL applies (:class:`NativeStderrFilter`);
+- for remote workers, Beam's SDK harness log level, set through the pipeline
+  options that travel with the job (:func:`worker_log_options`).
+
+``--log_level debug`` (``-v``) does none of this: third-party libraries print
+what they print by default, and the project's debug lines are added.
+Only the standard library is imported here, so that :func:`configure` runs
+before Beam or TensorFlow is imported.
+"""
+
+import argparse
+import atexit
+import faulthandler
+import io
+import logging
+import os
+import re
+import sys
+import threading
+import warnings
+from typing import List, Optional, Sequence
+
+PACKAGE = "beam_pipeline"
+DEBUG, INFO, WARNING, ERROR = "debug", "info", "warning", "error"
+LEVELS = (DEBUG, INFO, WARNING, ERROR)
+DEFAULT_LEVEL = INFO
+
+# What the quiet levels set in the environment, unless the user set it: inherited by every worker process.
+QUIET_ENVIRONMENT = {
+    "TF_CPP_MIN_LOG_LEVEL": "2",       # TensorFlow's C++ log: errors only, once its libraries are loaded
+    "GRPC_VERBOSITY": "ERROR",         # gRPC's C core
+    "PYTHONWARNINGS": "ignore",        # warnings printed by third-party imports in the workers
+}
+
+# Lines that native code writes straight to file descriptor 2 and that say nothing about the run.
+NATIVE_NOISE = re.compile(rb"""
+    WARNING:\ All\ log\ messages\ before\ absl::InitializeLog\(\)\ is\ called       # absl's preamble
+  | [IW]\d{4}\ \d\d:\d\d:[\d.]+\s+\d+\ \S+:\d+\]                                     # C++ INFO/WARNING (absl, glog)
+  | \d{4}-\d\d-\d\d\ [\d:.]+:\ [IW]\ \S+:\d+\]                                      # C++ INFO/WARNING (TF's own format)
+  | E\d{4}\ \d\d:\d\d:[\d.]+\s+\d+\ \S+:\d+\]\ .*\b(cuInit|cuDNN|cuFFT|cuBLAS)\b    # CUDA libraries, no GPU here
+  | To\ enable\ the\ following\ instructions:.*rebuild\ TensorFlow                  # 2nd line of a CPU notice
+""", re.VERBOSE)
+
+# Third-party loggers whose warnings are about the user's own command line (Beam's "Discarding unparseable
+# args: ['--max_exampels', '5']" for a misspelt option): shown from WARNING up at every level.
+USER_FACING_LOGGERS = ("apache_beam.options.pipeline_options",)
+# Beam logs each record a worker process sends as one line of this logger (local_job_service.BeamFnLoggingServicer).
+WORKER_LOG_FORWARDER = "apache_beam.runners.portability.local_job_service"
+# Beam's runner loggers that log an error which run() then raises: it is reported once, as the exception.
+RUNNER_LOGGERS = ("apache_beam.runners.common", "apache_beam.runners.worker.sdk_worker",
+                  "apache_beam.runners.worker.bundle_processor",
+                  "apache_beam.runners.portability.fn_api_runner.fn_runner")
+
+_LOG_LEVEL_HELP = ("How much to print. info (default): the project's progress, warnings about the data, errors "
+                   "and the summary; third-party start-up notices (TensorFlow, gRPC, absl, Beam's workers, "
+                   "deprecation warnings) are kept out of this process and of every worker. debug: everything, "
+                   "third-party lines included. warning: no progress. error: errors only.")
+
+
+def add_log_level_arguments(parser) -> None:
+    """--log_level and -v, on an argparse parser or a PipelineOptions argument group."""
+    parser.add_argument("--log_level", default=DEFAULT_LEVEL, type=str.lower, choices=LEVELS, help=_LOG_LEVEL_HELP)
+    parser.add_argument("-v", "--verbose", dest="log_level", action="store_const", const=DEBUG,
+                        help="The same as --log_level debug.")
+
+
+def level_from_argv(argv: Sequence[str]) -> str:
+    """The --log_level of a command line, read before Beam parses it (errors are left to Beam's parser)."""
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    add_log_level_arguments(parser)
+    try:
+        known, _ = parser.parse_known_args(list(argv))
+    except SystemExit:              # a bad value: the real parser reports it
+        return DEFAULT_LEVEL
+    return known.log_level
+
+
+def worker_log_options(level: str) -> dict:
+    """Beam's SDK harness log options for ``level``: what the workers themselves log and send.
+
+    These are pipeline options, so they reach remote workers (Dataflow, Flink). The user's
+    own --default_sdk_harness_log_level and --sdk_harness_log_level_overrides take precedence.
+    """
+    if level == DEBUG:
+        return {"default_sdk_harness_log_level": "INFO", "sdk_harness_log_level_overrides": {PACKAGE: "DEBUG"}}
+    return {"default_sdk_harness_log_level": "ERROR", "sdk_harness_log_level_overrides": {PACKAGE: level.upper()}}
+
+
+class _Settings:
+    level: Optional[str] = None         # None: configure() was not called (the pipeline used as a library)
+    interactive = False                 # stderr was a terminal when configure() ran
+    native_filter: Optional["NativeStderrFilter"] = None
+
+
+SETTINGS = _Settings()
+
+
+def configure(level: str = DEFAULT_LEVEL) -> None:
+    """Set up this process (and the environment its workers inherit) for ``level``; call it first."""
+    SETTINGS.level = level
+    SETTINGS.interactive = _is_terminal(sys.stderr)
+    if level != DEBUG:
+        for name, value in QUIET_ENVIRONMENT.items():
+            os.environ.setdefault(name, value)
+        warnings.simplefilter("ignore")
+        warnings.filterwarnings("default", module=rf"{PACKAGE}(\.|$)")
+        if SETTINGS.native_filter is None:
+            SETTINGS.native_filter = NativeStderrFilter(NATIVE_NOISE)
+            SETTINGS.native_filter.start()
+    _configure_logging(level)
+
+
+def shutdown() -> None:
+    """Forward what the native filter still holds; before os._exit, which skips atexit."""
+    if SETTINGS.native_filter is not None:
+        SETTINGS.native_filter.stop()
+        SETTINGS.native_filter = None
+
+
+def progress_display() -> str:
+    """How progress is shown: ``bar`` (a live bar on a terminal), ``lines`` (plain lines), or ``off``."""
+    if SETTINGS.level in (WARNING, ERROR):
+        return "off"
+    if SETTINGS.level == INFO and SETTINGS.interactive:
+        return "bar"
+    return "lines"
+
+
+def _is_terminal(stream) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+# --------------------------------------------------------------------------
+# Python logging
+# --------------------------------------------------------------------------
+class CurrentStderrHandler(logging.StreamHandler):
+    """Writes to whatever sys.stderr is at the time, so a live progress bar can print lines above itself."""
+
+    def __init__(self):
+        super().__init__(sys.stderr)
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value):
+        pass
+
+
+class ConsoleFormatter(logging.Formatter):
+    """On a terminal, ``12:00:05 message`` for the project's lines (``warning:``/``error:`` added when they are not
+    info) and the level and logger name for third-party lines. In a log (not a terminal), every line in
+    logging's classic form, ``2026-01-31 12:00:05,123 INFO logger: message``, which log tools parse."""
+
+    def __init__(self, compact: bool):
+        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S" if compact else None)
+        self._compact = compact
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        own = record.name == PACKAGE or record.name.startswith(PACKAGE + ".")
+        if not (self._compact and own):
+            return super().formatMessage(record)
+        level = "" if record.levelno == logging.INFO else f" {record.levelname.lower()}:"
+        return f"{record.asctime}{level} {record.message}"
+
+
+class OneReportPerError(logging.Filter):
+    """Drop the runner's own error logs: the same error is raised from run() and reported once."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.name.startswith("apache_beam") and record.levelno >= logging.ERROR)
+
+
+def _configure_logging(level: str) -> None:
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    handler = CurrentStderrHandler()
+    handler.setFormatter(ConsoleFormatter(compact=SETTINGS.interactive))
+    root.addHandler(handler)
+    root.setLevel(logging.INFO if level == DEBUG else logging.ERROR)
+    logging.getLogger(PACKAGE).setLevel(level.upper())
+    for name in USER_FACING_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
+    for name in RUNNER_LOGGERS:
+        logging.getLogger(name).addFilter(OneReportPerError())
+    forwarder = logging.getLogger(WORKER_LOG_FORWARDER)
+    if level != DEBUG:
+        forwarder.setLevel(logging.DEBUG)           # WorkerRecords decides, record by record
+        forwarder.addFilter(WorkerRecords(getattr(logging, level.upper())))
+
+
+# --------------------------------------------------------------------------
+# Log records from the worker processes
+# --------------------------------------------------------------------------
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+class WorkerRecords(logging.Filter):
+    """Beam's ``Worker: <LogEntry>`` lines: the project's become its own lines, the rest only from ERROR up.
+
+    The entry's log_location (the source file) tells the project's records from
+    third-party ones: the DirectRunner's workers run this same installation. A
+    project record is shown under its module's logger name with the worker's
+    message, at or above ``project_level``.
+    """
+
+    def __init__(self, project_level: int):
+        super().__init__()
+        self._project_level = project_level
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.args[0] if isinstance(record.args, tuple) and len(record.args) == 1 else None
+        if record.msg != "Worker: %s" or not isinstance(text, str) or PACKAGE not in text:
+            return record.levelno >= logging.ERROR
+        entry = _parse_log_entry(text)
+        module = entry and project_module(entry.log_location.rsplit(":", 1)[0])
+        if not module:
+            return record.levelno >= logging.ERROR
+        if record.levelno < self._project_level:
+            return False
+        record.name, record.msg, record.args = module, entry.message, ()
+        if entry.trace:
+            record.exc_text = entry.trace.rstrip()
+        return True
+
+
+def project_module(path: str) -> Optional[str]:
+    """``beam_pipeline.validate`` for this installation's beam_pipeline/validate.py; None for other files."""
+    if not (path.startswith(_PACKAGE_DIR + os.sep) and path.endswith(".py")):
+        return None
+    relative = os.path.relpath(path[:-3], os.path.dirname(_PACKAGE_DIR))
+    return relative.replace(os.sep, ".")
+
+
+def _parse_log_entry(text: str):
+    from google.protobuf import text_format
+    from apache_beam.portability.api import beam_fn_api_pb2
+    try:
+        return text_format.Parse(text, beam_fn_api_pb2.LogEntry())
+    except text_format.ParseError:
+        return None
+
+
+# --------------------------------------------------------------------------
+# Native code's lines on file descriptor 2
+# --------------------------------------------------------------------------
+class NativeStderrFilter:
+    """Pass file descriptor 2 through a pipe that drops the lines matching ``noise``.
+
+    Native code (TensorFlow's C++ log, absl) and child processes (the SDK
+    workers inherit descriptor 2) write to the pipe; a thread forwards every
+    other line to ``sys.stderr``. Python's own ``sys.stderr`` in this process
+    writes straight to the terminal (or log file), so tracebacks and the
+    progress bar never wait on the thread.
+    """
+
+    def __init__(self, noise: "re.Pattern[bytes]"):
+        self._noise = noise
+        self._saved: Optional[int] = None
+        self._thread: Optional[threading.Thread] = None
+        self.dropped: List[bytes] = []          # the lines kept out, for a look in a debugger
+
+    def start(self) -> None:
+        sys.stderr.flush()
+        self._saved = os.dup(2)
+        read, write = os.pipe()
+        os.dup2(write, 2)
+        os.close(write)
+        sys.stderr = io.TextIOWrapper(io.FileIO(self._saved, "w", closefd=False), encoding=sys.stderr.encoding,
+                                      errors="backslashreplace", line_buffering=True)
+        faulthandler.enable(file=sys.stderr)    # a crash's traceback must not depend on the thread
+        self._thread = threading.Thread(target=self._forward, args=(read,), name="NativeStderrFilter", daemon=True)
+        self._thread.start()
+        atexit.register(self.stop)
+
+    def _forward(self, read: int) -> None:
+        with os.fdopen(read, "rb") as pipe:
+            for line in pipe:
+                if self._noise.match(line):
+                    if len(self.dropped) < 1000:
+                        self.dropped.append(line)
+                    continue
+                sys.stderr.write(line.decode("utf-8", "replace"))
+                sys.stderr.flush()
+
+    def stop(self, timeout: float = 2.0) -> None:
+        """Give descriptor 2 back; the thread ends when the last writer (a worker still exiting) closes it."""
+        if self._saved is None:
+            return
+        os.dup2(self._saved, 2)
+        self._saved = None
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+
+# --------------------------------------------------------------------------
+# The workers' own log level, as pipeline options
+# --------------------------------------------------------------------------
+def apply_worker_log_options(argv: Sequence[str], options) -> None:
+    """Set Beam's SDK harness log options from --log_level, unless the command line sets them itself.
+
+    They travel with the job, so remote workers log (and send) only what --log_level shows;
+    the DirectRunner's workers get them when the runner is given the pipeline options.
+    """
+    from apache_beam.options.pipeline_options import WorkerOptions
+    from beam_pipeline.options import CorpusOptions
+    worker = options.view_as(WorkerOptions)
+    for name, value in worker_log_options(options.view_as(CorpusOptions).log_level).items():
+        if not any(arg == f"--{name}" or arg.startswith(f"--{name}=") for arg in argv):
+            setattr(worker, name, value)
