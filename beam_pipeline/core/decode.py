@@ -228,7 +228,7 @@ def decode_rgb(data: bytes, header: Header) -> Union[np.ndarray, Flag, None]:
             pixels = imagecodecs.spng_decode(data)
         else:
             pixels = simplejpeg.decode_jpeg(data, colorspace="RGB", fastdct=False, fastupsample=False, strict=True)
-    except (RuntimeError, ValueError, MemoryError) as error:      # imagecodecs' errors are RuntimeErrors
+    except Exception as error:      # noqa: BLE001 - any decoder error on hostile bytes is a Flag, never a crash
         return Flag(f"{'libspng' if header.format == 'png' else 'libjpeg-turbo'}: {error}")
     if pixels.dtype != np.uint8 or pixels.shape != (header.height, header.width, 3):
         return None
@@ -239,7 +239,7 @@ def decode_grey(data: bytes, header: Header) -> Union[np.ndarray, Flag, None]:
     """HxW uint8 values of a mask :func:`covers_grey` covers (after :func:`png_guard`); None or a Flag as above."""
     try:
         values = imagecodecs.png_decode(data)
-    except (RuntimeError, ValueError, MemoryError) as error:
+    except Exception as error:      # noqa: BLE001 - as in decode_rgb
         return Flag(f"libpng: {error}")
     if values.ndim == 3 and values.shape[2] == 1:
         values = values[:, :, 0]
