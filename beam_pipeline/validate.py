@@ -15,7 +15,7 @@ import time
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from beam_pipeline import pairs
+from beam_pipeline import pairs, worker
 from beam_pipeline.core import reasons
 from beam_pipeline.core.checks import Rejection
 from beam_pipeline.core.records import DUPLICATE, REJECTED, Outcome, PairRef, ValidPair
@@ -37,6 +37,7 @@ class ValidatePairFn(beam.DoFn):
         self._bytes_read = Metrics.counter("ValidatePairs", "bytes_read")
 
     def setup(self):
+        worker.exit_quickly_when_done()
         self._seen = 0
         self._started = time.monotonic()
 

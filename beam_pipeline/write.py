@@ -24,7 +24,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
-from beam_pipeline import pairs
+from beam_pipeline import pairs, worker
 from beam_pipeline.core import layout, paths
 from beam_pipeline.core.checks import Rejection
 from beam_pipeline.core.example import frame_record
@@ -82,6 +82,9 @@ class WriteShardFn(beam.DoFn):
         self._spec = spec
         self._records = Metrics.counter("WriteShards", "records_written")
         self._bytes = Metrics.counter("WriteShards", "bytes_written")
+
+    def setup(self):
+        worker.exit_quickly_when_done()
 
     def process(self, element):
         (group, index, num_shards), group_pairs = element
