@@ -20,7 +20,7 @@ ENV MALLOC_ARENA_MAX=2
 WORKDIR /opt/image-corpus
 COPY requirements.txt .
 RUN pip install --no-cache-dir -r requirements.txt \
-    && python -c "import apache_beam, tensorflow_transform, PIL; print(apache_beam.__version__)"
+    && python -c "import apache_beam, tensorflow_transform, PIL, imagecodecs, simplejpeg; print(apache_beam.__version__)"
 COPY setup.py README.md ./
 COPY beam_pipeline beam_pipeline
 COPY trainer trainer

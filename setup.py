@@ -23,6 +23,10 @@ setuptools.setup(
         "pyarrow>=15",
         "numpy>=1.26",
         "pillow>=10",
+        # The decoders validation uses (beam_pipeline/core/decode.py). Exact: their agreement with
+        # TensorFlow's decode ops was measured on these builds (README, Validation).
+        "imagecodecs==2026.3.6",
+        "simplejpeg==1.9.0",
         "google-crc32c>=1.5",
         "crcmod>=1.7",  # Beam warns at import without it
     ],

@@ -2,8 +2,8 @@
 
 Analysis runs over small per-image summaries made at validation (channel sums,
 class pixel counts), so no pixel is decoded twice for statistics. The same
-graph, applied to a raw Example, decodes the image and normalises it by the
-dataset's per-channel mean and standard deviation, and decodes the mask as
+graph, applied to a raw Example, decodes the image (JPEG with the accurate integer
+IDCT, as validation does) and normalises it by the dataset's per-channel mean and standard deviation, and decodes the mask as
 int32: the trainer and the served model use exactly this preprocessing.
 
 Outputs (per example):
@@ -47,11 +47,19 @@ def raw_feature_spec(task: str, num_classes: int) -> dict:
     return spec
 
 
+def _decode_rgb(encoded):
+    """uint8 [H, W, 3]; JPEG with the accurate integer IDCT, the pixels validation summarised (the trainer's
+    ``trainer.data.decode_image`` decodes the same way; ``decode_image`` would use the fast IDCT)."""
+    return tf.cond(tf.io.is_jpeg(encoded),
+                   lambda: tf.io.decode_jpeg(encoded, channels=3, dct_method="INTEGER_ACCURATE"),
+                   lambda: tf.io.decode_image(encoded, channels=3, expand_animations=False))
+
+
 def _decode_image(encoded, mean, std):
     """One encoded image -> (flat normalised float32 pixels, [H, W, 3]); empty bytes give no pixels."""
     image = tf.cond(
         tf.strings.length(encoded) > 0,
-        lambda: tf.io.decode_image(encoded, channels=3, expand_animations=False),
+        lambda: _decode_rgb(encoded),
         lambda: tf.zeros([0, 0, 3], tf.uint8))
     normalised = (tf.cast(image, tf.float32) - mean) / std
     return tf.reshape(normalised, [-1]), tf.cast(tf.shape(image), tf.int64)

@@ -12,7 +12,7 @@ label) and reports the others as duplicates.
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from beam_pipeline import pairs, phases, progress
+from beam_pipeline import pairs, phases, progress, worker
 from beam_pipeline.core import reasons
 from beam_pipeline.core.checks import Rejection
 from beam_pipeline.core.progress import DUPLICATES, REJECTED_PREFIX, VALID
@@ -29,6 +29,9 @@ class ValidatePairFn(progress.CountingDoFn):
         self._spec = spec
         self._valid = progress.counter(*VALID)
         self._bytes_read = Metrics.counter("ValidatePairs", "bytes_read")
+
+    def setup(self):
+        worker.exit_quickly_when_done()
 
     def process(self, ref: PairRef):
         phases.reached(phases.VALIDATE)

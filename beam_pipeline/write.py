@@ -27,7 +27,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
-from beam_pipeline import pairs, phases, progress
+from beam_pipeline import pairs, phases, progress, worker
 from beam_pipeline.core import paths
 from beam_pipeline.core.checks import Rejection
 from beam_pipeline.core.example import frame_record
@@ -88,6 +88,9 @@ class WriteShardFn(progress.CountingDoFn):
         self._records = progress.counter(*RECORDS_WRITTEN)
         self._pairs = progress.counter(*PAIRS_WRITTEN)
         self._bytes = Metrics.counter("WriteShards", "bytes_written")
+
+    def setup(self):
+        worker.exit_quickly_when_done()
 
     def process(self, element):
         (group, index, num_shards), group_pairs = element

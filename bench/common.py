@@ -96,6 +96,50 @@ def ensure_corpora(workdir: Path, pairs: int, scales: Sequence[int],
     return corpora, time.perf_counter() - started
 
 
+PHOTO_GENERATOR_SOURCE = ROOT / "tools" / "photo_corpus.py"
+PHOTO_FORMATS = {"png": "png.csv", "jpeg": "jpeg.csv"}   # image format -> the photo corpus's listing
+
+
+def photo_generator_version() -> str:
+    """First 8 hex digits of the SHA-256 of tools/photo_corpus.py: a stale cache has another."""
+    return hashlib.sha256(PHOTO_GENERATOR_SOURCE.read_bytes()).hexdigest()[:8]
+
+
+def ensure_photo_corpus(workdir: Path, pairs: int) -> tuple[Path, float]:
+    """The real-looking photo corpus (tools/photo_corpus.py) with at least ``pairs`` pairs, generated when
+    missing or too small (pair i is the same whatever the size, so a larger corpus serves every smaller
+    one); folders of other generator versions are deleted. Returns the folder and the seconds spent."""
+    started = time.perf_counter()
+    version = photo_generator_version()
+    for path in sorted(workdir.glob("photo_g*")):
+        if path.is_dir() and path.name != f"photo_g{version}":
+            log(f"deleting stale photo corpus {path}")
+            shutil.rmtree(path)
+    folder = workdir / f"photo_g{version}"
+    listing = folder / PHOTO_FORMATS["png"]
+    if not listing.exists() or count_rows(listing) < pairs:
+        log(f"generating the photo corpus: {pairs} pairs -> {folder} (about 0.2 s of CPU per pair)")
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        command = [sys.executable, "-m", "tools.photo_corpus", str(folder), "--pairs", str(pairs),
+                   "--workers", str(os.cpu_count() or 1), "--overwrite"]
+        completed = subprocess.run(command, cwd=ROOT, stdout=subprocess.DEVNULL, check=False)
+        if completed.returncode != 0:
+            raise RuntimeError(f"photo corpus generation failed (exit {completed.returncode}): {' '.join(command)}")
+    return folder, time.perf_counter() - started
+
+
+def photo_listing(folder: Path, image_format: str, pairs: int) -> Path:
+    """A listing of the first ``pairs`` rows of the photo corpus's listing for ``image_format``."""
+    path = folder / f"bench_{image_format}_{pairs}.csv"
+    if not path.exists():
+        with (folder / PHOTO_FORMATS[image_format]).open(newline="", encoding="utf-8") as handle:
+            lines = handle.readlines()[:pairs + 1]
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text("".join(lines), encoding="utf-8")
+        tmp.rename(path)
+    return path
+
+
 def warm_page_cache(folder: Path) -> None:
     """Read every file below ``folder`` once so that no side pays for a cold disk (not timed)."""
     for path in folder.rglob("*"):

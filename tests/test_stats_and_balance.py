@@ -17,6 +17,7 @@ import tensorflow_transform as tft
 from PIL import Image
 
 from conftest import NUM_CLASSES, dataset_dir, run_cli
+from trainer.data import decode_image
 
 RAREST = 7
 EXPECTED_TRAIN = {
@@ -138,7 +139,7 @@ def test_transform_output_applies_inside_tf_data(seg):
     for transformed, original in zip(dataset, raw):
         shape = transformed["image_shape"][0].numpy()
         image = tf.reshape(transformed["image"][0], shape).numpy()
-        decoded = tf.io.decode_image(original["image/encoded"], channels=3).numpy().astype(np.float64)
+        decoded = decode_image(original["image/encoded"]).numpy().astype(np.float64)     # the trainer's decode
         assert image.dtype == np.float32 and tuple(shape) == decoded.shape
         assert np.allclose(image, (decoded - mean) / std, atol=1e-4)
         mask = tf.cast(transformed["mask"][0], tf.int32).numpy().reshape(shape[:2])
@@ -147,6 +148,29 @@ def test_transform_output_applies_inside_tf_data(seg):
         assert transformed["stats/class_pixels"][0].numpy().tolist() == EXPECTED_TRAIN["class_pixels"]
         checked += 1
     assert checked == manifest["splits"]["val"]["num_examples"] > 0
+
+
+def test_the_trainer_decodes_the_pixels_the_statistics_summed(seg):
+    """Every train record, JPEG and PNG alike, decodes with the trainer's decoder to pixels whose sums are the
+    record's (and so stats.json's) channel sums; the fast IDCT of tf.io.decode_image does not."""
+    out, manifest, _ = seg
+    spec = {"image/encoded": tf.io.FixedLenFeature([], tf.string),
+            "image/stats/channel_sum": tf.io.FixedLenFeature([3], tf.int64),
+            "image/stats/channel_sum_squares": tf.io.FixedLenFeature([3], tf.int64),
+            "image/format": tf.io.FixedLenFeature([], tf.string)}
+    files = [str(dataset_dir(out) / s["path"]) for s in manifest["splits"]["train"]["shards"]]
+    formats, fast_idct_differs = set(), 0
+    for raw in tf.data.TFRecordDataset(files):
+        parsed = tf.io.parse_single_example(raw, spec)
+        pixels = decode_image(parsed["image/encoded"]).numpy().reshape(-1, 3).astype(np.int64)
+        assert pixels.sum(axis=0).tolist() == parsed["image/stats/channel_sum"].numpy().tolist()
+        assert (pixels * pixels).sum(axis=0).tolist() == parsed["image/stats/channel_sum_squares"].numpy().tolist()
+        formats.add(parsed["image/format"].numpy().decode())
+        if parsed["image/format"].numpy() == b"jpeg":
+            fast = tf.io.decode_image(parsed["image/encoded"], channels=3).numpy().reshape(-1, 3).astype(np.int64)
+            fast_idct_differs += fast.sum(axis=0).tolist() != pixels.sum(axis=0).tolist()
+    assert formats == {"jpeg", "png"}
+    assert fast_idct_differs > 0
 
 
 def test_repeat_factor_balance_from_the_shards(seg):

@@ -69,6 +69,24 @@ def shard_for_pipeline(files: Sequence[str], num_pipelines: int = 1, pipeline_id
     return PipelineShard(files, pipeline_id, num_pipelines, record_shards=num_pipelines)
 
 
+def decode_image(encoded):
+    """An encoded image (JPEG or PNG; scalar string) -> uint8 [H, W, 3], as the pipeline's statistics saw it.
+
+    JPEG is decoded with libjpeg's accurate integer IDCT (``INTEGER_ACCURATE``), the one the pipeline
+    validates and summarises with; ``decode_image``'s default (and only) JPEG IDCT is the fast one, whose
+    pixels differ by a few levels. ``decode_image`` has no ``dct_method``, hence the ``is_jpeg`` branch.
+    The tf.Transform graph (beam_pipeline/preprocessing.py) decodes the same way.
+    """
+    return tf.cond(tf.io.is_jpeg(encoded),
+                   lambda: tf.io.decode_jpeg(encoded, channels=3, dct_method="INTEGER_ACCURATE"),
+                   lambda: tf.io.decode_image(encoded, channels=3, expand_animations=False))
+
+
+def decode_mask(encoded):
+    """An encoded mask (8-bit grey PNG, as the pipeline stores every mask) -> uint8 [H, W] class ids."""
+    return tf.io.decode_png(encoded, channels=1)[..., 0]
+
+
 def graph_normalisation(transformed) -> Tuple[tf.Tensor, tf.Tensor]:
     """Per-channel mean and std (float32 [3]) by which the tf.Transform graph normalises images: its own
     ``stats/image_mean`` and ``stats/image_std`` outputs (the Decoder checks them against its pixels)."""
@@ -81,8 +99,8 @@ class Decoder:
     Two ways give the same values. The graph (what the served model applies) decodes the image and
     normalises all of it by the dataset's mean and std, through ``tf.map_fn`` with ragged outputs: about
     10 ms of CPU for a 640x480 example, most of it spent on pixels that the crop then drops. Decoding
-    *directly*, the Decoder runs the graph's decode ops itself (``decode_image`` to 3 channels,
-    ``decode_png`` to 1), keeps image and mask uint8, and ``normalise`` applies the graph's mean and std
+    *directly*, the Decoder runs the graph's decode ops itself (:func:`decode_image`, :func:`decode_mask`),
+    keeps image and mask uint8, and ``normalise`` applies the graph's mean and std
     to the crop only (about 3 ms). With a ``probe`` record it decodes that record both ways and decodes
     directly when the values agree; otherwise (a graph that does more than decode and normalise, or
     without the ``stats/`` outputs) it logs a warning and decodes through the graph.
@@ -131,10 +149,10 @@ class Decoder:
         return {"image": image, "mask": tf.cast(tf.reshape(transformed["mask"][0], shape[:2]), tf.int32)}
 
     def _decode_direct(self, parsed):
-        image = tf.io.decode_image(parsed[IMAGE_ENCODED], channels=3, expand_animations=False)
+        image = decode_image(parsed[IMAGE_ENCODED])
         if self._task == "classification":
             return {"image": image, "label": tf.cast(parsed[CLASS_LABEL], tf.int32)}
-        return {"image": image, "mask": tf.io.decode_png(parsed[MASK_ENCODED], channels=1)[..., 0]}
+        return {"image": image, "mask": decode_mask(parsed[MASK_ENCODED])}
 
     def _agrees_with_graph(self, serialized) -> bool:
         """Decode ``serialized`` both ways; keep the graph's mean and std when the values agree."""

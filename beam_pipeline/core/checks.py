@@ -15,25 +15,36 @@ Conversion rule (documented in the README):
   (the class ids), 16-bit masks are accepted when every value is a valid class
   id or the ignore label, and 1-bit masks become 0/1; these three are
   re-encoded as 8-bit grey PNG.
+
+Decoders (README, Validation): every PNG and JPEG is first sniffed from its header (format, size, mode;
+the pixel limits apply before anything is decoded) and every PNG's chunk structure is checked
+(:mod:`decode`). 8-bit RGB PNG and 3-component JPEG images and 8-bit grey PNG masks are then decoded by
+the fast decoders, which give the pixels TensorFlow's decode ops give; every other mode and format takes
+Pillow's path below, unchanged. A file the fast path flags as broken is handed to Pillow too: if Pillow
+refuses it, Pillow's reason stands; if Pillow decodes it, a JPEG is stored re-encoded as PNG from
+Pillow's pixels (TensorFlow decodes those exactly), and a PNG is rejected as ``undecodable`` with the
+flag, since a PNG that libpng refuses is damaged and Pillow's pixels for it are a guess.
 """
 
 import dataclasses
 import io
-import struct
 import warnings
-import zlib
 from typing import Optional, Tuple, Union
 
 import numpy as np
 from PIL import Image
 
-from beam_pipeline.core import reasons
+from beam_pipeline.core import decode, reasons
 
 _FORMAT_NAMES = {"JPEG": "jpeg", "PNG": "png", "GIF": "gif", "BMP": "bmp", "TIFF": "tiff", "WEBP": "webp"}
 _RGB_CONVERTIBLE = ("L", "LA", "P", "PA", "RGBA", "RGBX", "CMYK", "YCbCr", "1", "La", "RGBa", "LAB", "HSV")
 _SIXTEEN_BIT = ("I;16", "I;16B", "I;16L", "I")
 MAX_SIDE = 65535   # Also the limit of PNG-friendly tools and of the stored uint16 sample points.
-_DECODE_ERRORS = (OSError, ValueError, SyntaxError, EOFError, struct.error, zlib.error, IndexError, TypeError)
+# What Pillow raises on hostile bytes: OSError, ValueError, SyntaxError, EOFError, struct.error, zlib.error,
+# IndexError, TypeError, and from some plugins NotImplementedError, KeyError, ... (the fuzz corpus test found
+# a DDS header that raises NotImplementedError in Image.open). Any of them makes the file a rejection, never
+# a crash of the run, so every exception a decoder raises is caught (not BaseException: not KeyboardInterrupt).
+_DECODE_ERRORS = (Exception,)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,13 +158,59 @@ def to_rgb(image: Image.Image) -> Union[np.ndarray, Rejection]:
         grey = (np.asarray(image).astype(np.uint32) >> 8).clip(0, 255).astype(np.uint8)
         return np.repeat(grey[:, :, None], 3, axis=2)
     if image.mode in _RGB_CONVERTIBLE:
-        if image.mode in ("P", "PA") and "transparency" in image.info:
-            image = image.convert("RGBA")
-        return np.asarray(image.convert("RGB"))
+        try:
+            if image.mode in ("P", "PA") and "transparency" in image.info:
+                image = image.convert("RGBA")     # raises on a transparency table longer than the palette
+            return np.asarray(image.convert("RGB"))
+        except _DECODE_ERRORS as error:
+            return Rejection(reasons.UNDECODABLE, f"image cannot be converted to RGB: {error}")
     return Rejection(reasons.UNSUPPORTED_MODE, f"image mode {image.mode} cannot be converted to RGB")
 
 
+def _fast_path_header(data: bytes, allowed: Tuple[str, ...], max_pixels: int) -> Union[decode.Header, decode.Flag,
+                                                                                       None]:
+    """The sniffed header when the fast path may go on; a Flag for a broken header or PNG structure; None
+    when Pillow's path decides (another format, or a header that is rejected: Pillow words the reason)."""
+    header = decode.sniff(data)
+    if not isinstance(header, decode.Header):
+        return header
+    pixels = header.width * header.height
+    if (header.format not in allowed or max(header.width, header.height) > MAX_SIDE or pixels > max_pixels
+            or pixels > 2 * Image.MAX_IMAGE_PIXELS):      # Pillow refuses those as decompression bombs
+        return None
+    if header.format == "png":
+        flag = decode.png_guard(data)
+        return decode.Flag(flag) if flag else header
+    return decode.jpeg_process_flag(header) or header
+
+
 def check_image(data: bytes, limits: Limits) -> Union[ImageCheck, Rejection]:
+    """A valid image's size, stored bytes and channel sums, or why it is rejected (module docstring)."""
+    header = _fast_path_header(data, limits.image_formats, limits.max_pixels)
+    if isinstance(header, decode.Flag):
+        return _flagged(data, header, "image", check_image_with_pillow(data, limits, reencode=True))
+    if header is None or not decode.covers_rgb(header):
+        return check_image_with_pillow(data, limits)
+    pixels = decode.decode_rgb(data, header)
+    if isinstance(pixels, decode.Flag):
+        return _flagged(data, pixels, "image", check_image_with_pillow(data, limits, reencode=True))
+    if pixels is None:
+        return check_image_with_pillow(data, limits)
+    sums, squares = channel_sums(Image.fromarray(pixels).histogram()) if limits.channel_sums else _NO_SUMS
+    return ImageCheck(header.height, header.width, header.format, None, sums, squares)
+
+
+def _flagged(data: bytes, flag: decode.Flag, what: str, pillow):
+    """What a file the fast path flags becomes: Pillow's rejection; a PNG Pillow decodes is rejected all the same
+    (``pillow`` holds a JPEG's re-encoded pixels; see the module docstring)."""
+    if isinstance(pillow, Rejection) or data[:8] != decode.PNG_SIGNATURE:
+        return pillow
+    return Rejection(reasons.UNDECODABLE, f"{what}: {flag.message}; Pillow decodes it, but TensorFlow's PNG "
+                                          "decoder (libpng) refuses or misreads such a file")
+
+
+def check_image_with_pillow(data: bytes, limits: Limits, reencode: bool = False) -> Union[ImageCheck, Rejection]:
+    """Pillow's path: every format and mode. An RGB image keeps its bytes unless ``reencode``."""
     image = _open(data, limits.image_formats, limits.max_pixels, "image")
     if isinstance(image, Rejection):
         return image
@@ -161,7 +218,7 @@ def check_image(data: bytes, limits: Limits) -> Union[ImageCheck, Rejection]:
     if failed:
         return failed
     fmt = format_name(image)
-    if image.mode == "RGB":
+    if image.mode == "RGB" and not reencode:
         sums, squares = channel_sums(image.histogram()) if limits.channel_sums else _NO_SUMS
         return ImageCheck(image.height, image.width, fmt, None, sums, squares)
     rgb = to_rgb(image)
@@ -229,6 +286,25 @@ def _out_of_range_detail(bad_values, limits: Limits) -> str:
 
 
 def check_mask(data: bytes, limits: Limits) -> Union[MaskCheck, Rejection]:
+    """A valid mask's size, class histogram and values, or why it is rejected (module docstring)."""
+    header = _fast_path_header(data, limits.mask_formats, limits.max_pixels)
+    if isinstance(header, decode.Flag):
+        return _flagged(data, header, "mask", check_mask_with_pillow(data, limits))
+    if header is None or not decode.covers_grey(header):
+        return check_mask_with_pillow(data, limits)
+    values = decode.decode_grey(data, header)
+    if isinstance(values, decode.Flag):
+        return _flagged(data, values, "mask", check_mask_with_pillow(data, limits))
+    if values is None:
+        return check_mask_with_pillow(data, limits)
+    histogram = class_histogram(values, limits, np.asarray(Image.fromarray(values).histogram(), dtype=np.int64))
+    if isinstance(histogram, Rejection):
+        return histogram
+    return MaskCheck(header.height, header.width, histogram[0], histogram[1], None, values)
+
+
+def check_mask_with_pillow(data: bytes, limits: Limits) -> Union[MaskCheck, Rejection]:
+    """Pillow's path: every mode; grey masks keep their bytes, the others are re-encoded."""
     image = _open(data, limits.mask_formats, limits.max_pixels, "mask")
     if isinstance(image, Rejection):
         return image
