@@ -10,10 +10,7 @@ import dataclasses
 import hashlib
 from typing import Iterable, Iterator, Optional, Tuple, Union
 
-from apache_beam.io.filesystem import BeamIOError
-from apache_beam.io.filesystems import FileSystems
-
-from beam_pipeline import listing
+from beam_pipeline import listing, storage
 from beam_pipeline.core import paths, reasons, selection
 from beam_pipeline.core.checks import Rejection
 from beam_pipeline.core.example import pair_record
@@ -126,26 +123,29 @@ def select(ref: PairRef, spec: SelectSpec) -> Discovered:
 def read_file(path: str, max_bytes: int, what: str) -> Union[bytes, Rejection]:
     """All bytes of ``path``, or a Rejection (missing, unreadable, empty or too large).
 
-    At most ``max_bytes + 1`` bytes are read, so an oversized file costs no memory.
+    At most ``max_bytes + 1`` bytes are read, so an oversized file costs no memory. A read that
+    returns fewer bytes than asked is the end of the file, so an object costs one read request
+    after it is opened (another read, past the end, would be one more request on GCS). A server or
+    network error that outlived the storage clients' retries is raised, not turned into a
+    rejection (beam_pipeline/storage.py).
     """
     try:
-        handle = FileSystems.open(path, compression_type="uncompressed")
-    except (BeamIOError, OSError) as error:
-        if not _exists(path):
-            return Rejection(reasons.MISSING_FILE, f"{what} file not found: {path}")
-        return Rejection(reasons.UNREADABLE, f"{what} file cannot be opened: {error}")
+        handle = storage.open_for_read(path)
+    except storage.read_errors() as error:
+        return _unusable(path, what, "opened", error)
     try:
         with handle:
             chunks = []
             size = 0
             while size <= max_bytes:
-                chunk = handle.read(min(_CHUNK, max_bytes + 1 - size))
-                if not chunk:
-                    break
+                wanted = min(_CHUNK, max_bytes + 1 - size)
+                chunk = handle.read(wanted)
                 chunks.append(chunk)
                 size += len(chunk)
-    except (BeamIOError, OSError) as error:
-        return Rejection(reasons.UNREADABLE, f"{what} file cannot be read: {error}")
+                if len(chunk) < wanted:
+                    break
+    except storage.read_errors() as error:
+        return _unusable(path, what, "read", error)
     if size > max_bytes:
         return Rejection(reasons.FILE_TOO_LARGE, f"{what} file is larger than {max_bytes} bytes")
     if size == 0:
@@ -153,11 +153,10 @@ def read_file(path: str, max_bytes: int, what: str) -> Union[bytes, Rejection]:
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
-def _exists(path: str) -> bool:
-    try:
-        return FileSystems.exists(path)
-    except (BeamIOError, OSError):
-        return False
+def _unusable(path: str, what: str, action: str, error: BaseException) -> Rejection:
+    if storage.read_failure(error, path) == storage.MISSING:
+        return Rejection(reasons.MISSING_FILE, f"{what} file not found: {path}")
+    return Rejection(reasons.UNREADABLE, f"{what} file cannot be {action}: {error}")
 
 
 def check(ref: PairRef, spec: CheckSpec) -> Tuple[Union[ValidPair, Rejection], int]:
