@@ -15,7 +15,6 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.json as pa_json
 import pyarrow.parquet as pq
-from apache_beam.io.filesystem import BeamIOError
 from apache_beam.io.filesystems import FileSystems
 
 from beam_pipeline.core import paths
@@ -98,12 +97,13 @@ def iter_rows(path: str) -> Iterator[dict]:
 
 
 def match_files(pattern: str) -> Iterator[Tuple[str, int]]:
-    """``(path, size)`` of every file matching a glob; nothing when none matches."""
-    try:
-        results = FileSystems.match([pattern])
-    except BeamIOError:
-        return
-    for result in results:
+    """``(path, size)`` of every file matching a glob; nothing when none matches.
+
+    Object stores list a prefix a page at a time (S3 and GCS: 1000 objects); Beam's S3 and GCS
+    filesystems follow the pages. A listing that fails (a refused request, a server error that
+    outlived the retries) raises BeamIOError: it never reads as "no files".
+    """
+    for result in FileSystems.match([pattern]):
         for metadata in result.metadata_list:
             yield metadata.path, metadata.size_in_bytes
 
