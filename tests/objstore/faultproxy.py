@@ -228,7 +228,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send_header("Content-Type", ctype)
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
-            self.wfile.write(data)
+            if method != "HEAD":      # a HEAD answer has no body: one would be read as the next answer
+                self.wfile.write(data)
             return
         headers = {k: v for k, v in self.headers.items() if k.lower() not in ("transfer-encoding", "connection")}
         if body or method in ("PUT", "POST"):
