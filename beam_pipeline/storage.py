@@ -9,6 +9,8 @@
   is raised again so that the runner retries the work instead of rejecting good input.
 * :func:`create_empty`: an empty file. Beam's S3 writer cannot write one (apache/beam#21369: it
   completes a multipart upload with no part, which S3 refuses), so s3:// gets a plain PutObject.
+* :func:`copy_tree`: a local folder to any filesystem, with the SHA-256 of every file, each object
+  read back and compared before the copy counts as done.
 * Retries: botocore retries each S3 request (``standard`` mode: exponential backoff with jitter on
   5xx, throttling and connection errors). This module sets ``AWS_RETRY_MODE=standard`` and
   ``AWS_MAX_ATTEMPTS=10`` in the process environment when they are unset, which every boto3 client
@@ -18,9 +20,10 @@
 """
 
 import errno
+import hashlib
 import os
 import threading
-from typing import Optional
+from typing import Dict, Optional, Tuple
 
 from apache_beam.io.filesystem import BeamIOError
 from apache_beam.io.filesystems import FileSystems
@@ -30,6 +33,7 @@ for _name, _value in S3_RETRY_DEFAULTS.items():
     os.environ.setdefault(_name, _value)
 
 S3_SCHEME = "s3://"
+COPY_CHUNK = 8 * 1024 * 1024
 MISSING = "missing"
 DENIED = "denied"
 # HTTP statuses that say the server or the way to it failed, not the file.
@@ -126,3 +130,50 @@ def create_empty(path: str) -> None:
     from apache_beam.io.aws.s3io import parse_s3_path
     bucket, key = parse_s3_path(path)
     _s3io(path).client.client.put_object(Bucket=bucket, Key=key, Body=b"")
+
+
+def _sha256_of(path: str) -> Tuple[str, int]:
+    digest = hashlib.sha256()
+    size = 0
+    with open_for_read(path) as handle:
+        while True:
+            chunk = handle.read(COPY_CHUNK)
+            digest.update(chunk)
+            size += len(chunk)
+            if len(chunk) < COPY_CHUNK:
+                return digest.hexdigest(), size
+
+
+
+def copy_tree(local_root: str, target_root: str) -> Dict[str, Tuple[str, int]]:
+    """Copy every file under the local folder ``local_root`` to ``target_root`` (any Beam filesystem).
+
+    Returns ``{relative path: (sha256, size)}`` of the bytes sent. Every object is then read back
+    and hashed, and a difference raises IOError, so a damaged copy fails the run. Empty files are
+    written with :func:`create_empty`.
+    """
+    sent = {}
+    for directory, _, names in sorted(os.walk(local_root)):
+        for name in sorted(names):
+            local = os.path.join(directory, name)
+            relative = os.path.relpath(local, local_root).replace(os.sep, "/")
+            target = target_root.rstrip("/") + "/" + relative
+            digest = hashlib.sha256()
+            size = 0
+            with open(local, "rb") as source:
+                chunk = source.read(COPY_CHUNK)
+                if not chunk:
+                    create_empty(target)
+                else:
+                    with FileSystems.create(target, compression_type="uncompressed") as sink:
+                        while chunk:
+                            digest.update(chunk)
+                            size += len(chunk)
+                            sink.write(chunk)
+                            chunk = source.read(COPY_CHUNK)
+            sent[relative] = (digest.hexdigest(), size)
+    for relative, expected in sent.items():
+        found = _sha256_of(target_root.rstrip("/") + "/" + relative)
+        if found != expected:
+            raise IOError(f"copy of {relative} to {target_root} differs: sent {expected}, stored {found}")
+    return sent
