@@ -111,5 +111,5 @@ def classification_run(corpus_dir, tmp_path_factory):
 
 
 # Object-store servers (moto S3, the patched GCS emulator, the fault proxy) and the corpus in their buckets.
-from objstore.fixtures import (gcs_corpus, gcs_faults, gcs_proxy, gcs_store, object_corpus,  # noqa: E402,F401
+from objstore_fixtures import (gcs_corpus, gcs_faults, gcs_proxy, gcs_store, object_corpus,  # noqa: E402,F401
                                object_servers, s3_corpus, s3_faults, s3_proxy, s3_store)

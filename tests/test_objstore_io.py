@@ -16,8 +16,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from beam_pipeline import listing, pairs, storage
 from beam_pipeline.core import reasons
 from beam_pipeline.core.checks import Rejection
-from objstore.fixtures import CORPUS_BUCKET, GCS_PAGE_SIZE, unique_bucket
-from objstore.stores import apply_env
+from objstore_fixtures import CORPUS_BUCKET, GCS_PAGE_SIZE, unique_bucket
+from tools.objstore.stores import apply_env
 
 MAX_BYTES = 2_000_000
 IMAGE = "segmentation/images/img_000000.jpg"

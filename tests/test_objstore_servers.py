@@ -11,7 +11,7 @@ import urllib.request
 
 import pytest
 
-from objstore.fixtures import GCS_PAGE_SIZE, unique_bucket
+from objstore_fixtures import GCS_PAGE_SIZE, unique_bucket
 
 
 def test_gcs_emulator_accepts_an_empty_upload_and_answers_storage_layout(gcs_store):

@@ -21,8 +21,8 @@ from beam_pipeline.core.checks import Limits
 from beam_pipeline.core.records import ValidPair
 from beam_pipeline.core.selection import SplitSpec
 from beam_pipeline.specs import CheckSpec, SelectSpec, StatsSpec
-from objstore.fixtures import unique_bucket
-from objstore.stores import apply_env
+from objstore_fixtures import unique_bucket
+from tools.objstore.stores import apply_env
 
 NUM_CLASSES = 8
 

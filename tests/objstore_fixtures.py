@@ -1,4 +1,4 @@
-"""Session-scoped object-store servers and the corpus in their buckets (imported by tests/conftest.py).
+"""Session-scoped object-store servers (tools/objstore) and the corpus in their buckets (imported by tests/conftest.py).
 
 * ``s3_store``: moto's server; ``s3_proxy``: a counting, fault-injecting proxy in front of it;
   ``s3_faults``: that proxy, reset before and cleared of faults after a test.
@@ -16,8 +16,8 @@ import itertools
 
 import pytest
 
-from objstore.servers import FaultProxy, Servers, start_gcs_emulator, start_moto, start_tls_route
-from objstore.stores import GcsStore, S3Store, offline_gcs_credentials
+from tools.objstore.servers import FaultProxy, Servers, start_gcs_emulator, start_moto, start_tls_route
+from tools.objstore.stores import GcsStore, S3Store, offline_gcs_credentials
 
 CORPUS_BUCKET = "corpus"
 CORPUS_PAIRS = 24          # valid segmentation pairs of the object-store corpus (the broken ones come on top)

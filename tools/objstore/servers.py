@@ -8,7 +8,7 @@
   endpoints are compiled in, with no emulator variable) to the emulator.
 
 Every server is a child process in its own process group, on a free loopback port; ``stop()``
-ends exactly that group. Nothing here is product code.
+ends exactly that group. Nothing here is product code; the tests and bench/objstore_throughput.py use it.
 """
 
 import dataclasses
@@ -163,7 +163,7 @@ def start_tls_route(upstream: str, log_dir: str):
     ``http_proxy`` is needed too (the emulator's resumable-upload Location says http://), and
     ``no_proxy`` keeps Python's own clients (Beam's google-cloud-storage, boto3) off the proxy.
     """
-    from objstore import tls_route
+    from tools.objstore import tls_route
     certs = os.path.join(log_dir, "tls-route-certs")
     ca, _, _ = tls_route.make_certs(certs)
     port = free_port()
