@@ -144,7 +144,6 @@ def _sha256_of(path: str) -> Tuple[str, int]:
                 return digest.hexdigest(), size
 
 
-
 def copy_tree(local_root: str, target_root: str) -> Dict[str, Tuple[str, int]]:
     """Copy every file under the local folder ``local_root`` to ``target_root`` (any Beam filesystem).
 
