@@ -29,5 +29,6 @@ setuptools.setup(
         "simplejpeg==1.9.0",
         "google-crc32c>=1.5",
         "crcmod>=1.7",  # Beam warns at import without it
+        "boto3>=1.44.8,<2",  # Beam's S3 filesystem (s3:// input and output); exact pins in requirements.txt
     ],
 )

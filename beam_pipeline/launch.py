@@ -285,6 +285,10 @@ def check_worker_paths(options: PipelineOptions, config: CorpusConfig) -> None:
         raise CorpusOptionsError(
             f"--temp_location is required with {standard.runner}: {where.reason}, so Beam and tf.Transform "
             "need a temporary folder they can all reach, e.g. gs://BUCKET/tmp")
+    problem = runners.transform_output_problem(where, config.output, cloud.temp_location, config.compute_stats,
+                                               config.allow_local_paths)
+    if problem:
+        raise CorpusOptionsError(problem)
     named = {"input": config.input, "output": config.output, "temp_location": cloud.temp_location,
              "staging_location": cloud.staging_location}
     unreachable = [] if config.allow_local_paths else runners.unreachable_local_paths(where, named)

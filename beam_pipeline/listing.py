@@ -98,12 +98,13 @@ def iter_rows(path: str) -> Iterator[dict]:
 
 
 def match_files(pattern: str) -> Iterator[Tuple[str, int]]:
-    """``(path, size)`` of every file matching a glob; nothing when none matches."""
-    try:
-        results = FileSystems.match([pattern])
-    except BeamIOError:
-        return
-    for result in results:
+    """``(path, size)`` of every file matching a glob; nothing when none matches.
+
+    Object stores list a prefix a page at a time (S3 and GCS: 1000 objects); Beam's S3 and GCS
+    filesystems follow the pages. A listing that fails (a refused request, a server error that
+    outlived the retries) raises BeamIOError: it never reads as "no files".
+    """
+    for result in FileSystems.match([pattern]):
         for metadata in result.metadata_list:
             yield metadata.path, metadata.size_in_bytes
 

@@ -10,11 +10,7 @@ import dataclasses
 import hashlib
 from typing import Iterable, Iterator, Optional, Tuple, Union
 
-from apache_beam.io.filesystem import BeamIOError
-from apache_beam.io.filesystems import FileSystems
-from google.api_core.exceptions import GoogleAPICallError
-
-from beam_pipeline import listing
+from beam_pipeline import listing, storage
 from beam_pipeline.core import paths, reasons, selection
 from beam_pipeline.core.checks import Rejection
 from beam_pipeline.core.example import pair_record
@@ -30,9 +26,6 @@ IMAGES = "images"              # paired folders: the image globs ...
 MASKS = "masks"                # ... and the mask glob, joined on the mask path
 MAX_EXAMPLES_SALT = "max_examples"
 _CHUNK = 4 * 1024 * 1024
-# What opening or reading a file may raise. Beam's GCS filesystem lets the client library's errors through:
-# a missing gs:// object raises google.api_core's NotFound from FileSystems.open (apache-beam[gcp]).
-_READ_ERRORS = (BeamIOError, OSError, GoogleAPICallError)
 
 
 # --------------------------------------------------------------------------
@@ -130,14 +123,16 @@ def select(ref: PairRef, spec: SelectSpec) -> Discovered:
 def read_file(path: str, max_bytes: int, what: str) -> Union[bytes, Rejection]:
     """All bytes of ``path``, or a Rejection (missing, unreadable, empty or too large).
 
-    At most ``max_bytes + 1`` bytes are read, so an oversized file costs no memory.
+    At most ``max_bytes + 1`` bytes are read, so an oversized file costs no memory. A read that
+    returns fewer bytes than asked is the end of the file, so an object costs one read request
+    after it is opened (another read, past the end, would be one more request on GCS). A server or
+    network error that outlived the storage clients' retries is raised, not turned into a
+    rejection (beam_pipeline/storage.py).
     """
     try:
-        handle = _filesystem(path).open(path, compression_type="uncompressed")
-    except _READ_ERRORS as error:
-        if not _exists(path):
-            return Rejection(reasons.MISSING_FILE, f"{what} file not found: {path}")
-        return Rejection(reasons.UNREADABLE, f"{what} file cannot be opened: {error}")
+        handle = storage.open_for_read(path)
+    except storage.read_errors() as error:
+        return _unusable(path, what, "opened", error)
     try:
         with handle:
             chunks = []
@@ -151,8 +146,8 @@ def read_file(path: str, max_bytes: int, what: str) -> Union[bytes, Rejection]:
                 # a request past the end on gs:// (README, "Cost per TB").
                 if len(chunk) < wanted:
                     break
-    except _READ_ERRORS as error:
-        return Rejection(reasons.UNREADABLE, f"{what} file cannot be read: {error}")
+    except storage.read_errors() as error:
+        return _unusable(path, what, "read", error)
     if size > max_bytes:
         return Rejection(reasons.FILE_TOO_LARGE, f"{what} file is larger than {max_bytes} bytes")
     if size == 0:
@@ -160,24 +155,10 @@ def read_file(path: str, max_bytes: int, what: str) -> Union[bytes, Rejection]:
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
-_FILESYSTEMS = {}        # scheme -> Beam FileSystem instance, for this process
-
-
-def _filesystem(path: str):
-    """Beam's filesystem for ``path``'s scheme, made once per process: FileSystems.open looks every plugin up
-    and makes a new instance on every call (about 35 us, four times per pair)."""
-    scheme = FileSystems.get_scheme(path)
-    filesystem = _FILESYSTEMS.get(scheme)
-    if filesystem is None:
-        filesystem = _FILESYSTEMS[scheme] = FileSystems.get_filesystem(path)
-    return filesystem
-
-
-def _exists(path: str) -> bool:
-    try:
-        return FileSystems.exists(path)
-    except _READ_ERRORS:
-        return False
+def _unusable(path: str, what: str, action: str, error: BaseException) -> Rejection:
+    if storage.read_failure(error, path) == storage.MISSING:
+        return Rejection(reasons.MISSING_FILE, f"{what} file not found: {path}")
+    return Rejection(reasons.UNREADABLE, f"{what} file cannot be {action}: {error}")
 
 
 def check(ref: PairRef, spec: CheckSpec) -> Tuple[Union[ValidPair, Rejection], int]:

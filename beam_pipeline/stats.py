@@ -5,12 +5,22 @@ no pixels, the encoded bytes left empty) are batched straight into Arrow record
 batches of the raw schema, the input of ``tft_beam.AnalyzeDataset``. Outputs:
 
 * ``<version folder>/transform/``: ``transform_fn/``, ``transformed_metadata/`` and the
-  raw ``metadata/``, which ``tft.TFTransformOutput`` loads;
+  raw ``metadata/``, which ``tft.TFTransformOutput`` loads. tf.Transform writes
+  through TensorFlow's file layer, which has no s3:// in TF 2.21 (and
+  tensorflow-io 0.37.1 does not load with it): for an s3:// output it writes on
+  this machine's disk, which the workers share (the launcher refuses the run
+  otherwise: core/runners.py), and ``CopyTransformOutput`` copies the files with
+  Beam's filesystems, each read back and compared by SHA-256;
 * a singleton PCollection with the stats dict (also written as stats.json by
   PublishOutputs). Its totals are read back from the transform graph itself,
   by transforming one empty row: they are the graph's own constants, so
   stats.json describes exactly what the graph (and so the trainer) uses.
 """
+
+import os
+import shutil
+import tempfile
+from typing import Optional
 
 import apache_beam as beam
 import pyarrow as pa
@@ -18,8 +28,9 @@ import tensorflow_transform.beam as tft_beam
 from tensorflow_transform.tf_metadata import dataset_metadata, schema_utils
 from tfx_bsl.public import tfxio
 
-from beam_pipeline import phases
+from beam_pipeline import phases, storage
 from beam_pipeline.core import layout, paths
+from beam_pipeline.core.runners import tensorflow_can_write
 from beam_pipeline.core.records import ValidPair
 from beam_pipeline.core.selection import TRAIN
 from beam_pipeline.core.stats import build_stats, summary_values
@@ -76,6 +87,32 @@ class ExtractTotalsFn(beam.DoFn):
         yield build_stats(totals, spec.task, spec.num_classes, spec.ignore_label, spec.class_names)
 
 
+def local_stage(output: str, temp_dir: str) -> Optional[str]:
+    """A new folder on this machine's disk for tf.Transform when TensorFlow cannot write ``output`` or
+    ``temp_dir`` (s3://); None when it can write both. A local ``temp_dir`` holds it."""
+    if tensorflow_can_write(output) and tensorflow_can_write(temp_dir):
+        return None
+    parent = temp_dir if not paths.split_scheme(temp_dir)[0] else None
+    if parent:
+        os.makedirs(parent, exist_ok=True)
+    return tempfile.mkdtemp(prefix="transform-stage-", dir=parent)
+
+
+class CopyTransformOutputFn(beam.DoFn):
+    """Runs once, after tf.Transform is done with its local stage: copy the transform output to
+    ``target`` (each object read back and compared), remove the stage; yields the copied paths."""
+
+    def __init__(self, stage: str, target: str):
+        self._stage = stage
+        self._target = target
+
+    def process(self, _, written, stats):
+        copied = storage.copy_tree(os.path.join(self._stage, layout.TRANSFORM_DIR), self._target)
+        shutil.rmtree(self._stage, ignore_errors=True)
+        for relative in sorted(copied):
+            yield paths.join(self._target, relative)
+
+
 class ComputeStats(beam.PTransform):
     """``stats, written = unique_pairs | ComputeStats(StatsSpec(data_dir, task, num_classes, ...), temp_dir)``."""
 
@@ -92,8 +129,10 @@ class ComputeStats(beam.PTransform):
         # read through it.
         source = tfxio.TFExampleBeamRecord(physical_format="inmem", telemetry_descriptors=_TELEMETRY, schema=schema)
         to_batches = ToRecordBatchFn(spec.task, source.ArrowSchema())
-        output = layout.transform_dir(spec.data_dir)
-        with tft_beam.Context(temp_dir=self._temp_dir, force_tf_compat_v1=False):
+        stage = local_stage(spec.data_dir, self._temp_dir)
+        output = layout.transform_dir(stage or spec.data_dir)
+        temp_dir = os.path.join(stage, "tmp") if stage else self._temp_dir
+        with tft_beam.Context(temp_dir=temp_dir, force_tf_compat_v1=False):
             summaries = (pairs
                          | "KeepTrainSplit" >> beam.Filter(_is_train)
                          | "BatchSummaries" >> beam.BatchElements(max_batch_size=MAX_BATCH)
@@ -116,4 +155,13 @@ class ComputeStats(beam.PTransform):
             # (RecordBatch of the transformed empty row, passthrough)
             stats = transformed | "BuildStats" >> beam.ParDo(ExtractTotalsFn(spec))
             # stats dict
-        return stats, (written, raw_written) | "TransformOutputWritten" >> beam.Flatten()
+        done = (written, raw_written) | "TransformOutputWritten" >> beam.Flatten()
+        # paths tf.Transform wrote
+        if stage:
+            done = (pairs.pipeline
+                    | "Once" >> beam.Create([None])
+                    | "CopyTransformOutput" >> beam.ParDo(
+                        CopyTransformOutputFn(stage, layout.transform_dir(spec.data_dir)),
+                        written=beam.pvalue.AsList(done), stats=beam.pvalue.AsList(stats)))
+            # path of every transform file in the store
+        return stats, done

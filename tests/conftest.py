@@ -149,3 +149,8 @@ def classification_run(corpus_dir, tmp_path_factory):
     completed = run_cli("--input", corpus_dir / "classification" / "images", "--output", out,
                         "--task", "classification", "--num_classes", NUM_CLASSES, "--balance", "strata")
     return out, completed
+
+
+# Object-store servers (moto S3, the patched GCS emulator, the fault proxy) and the corpus in their buckets.
+from objstore_fixtures import (gcs_corpus, gcs_faults, gcs_proxy, gcs_store, object_corpus,  # noqa: E402,F401
+                               object_servers, s3_corpus, s3_faults, s3_proxy, s3_store)

@@ -18,6 +18,10 @@ from beam_pipeline.core.paths import split_scheme
 # The Flink runner's own names for a cluster it starts inside the job server.
 LOCAL_FLINK_MASTERS = frozenset({"[local]", "[auto]"})
 LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "0.0.0.0"})
+# What TensorFlow 2.21's own file layer (tf.io.gfile, which tf.Transform writes through) can write:
+# local paths and gs://. It has no s3:// (tensorflow-io 0.37.1, the only build on the registry, does
+# not load with TF 2.21), nor Beam's azfs://.
+TENSORFLOW_SCHEMES = frozenset({"", "gs://"})
 # Runners whose SDK workers run in this process or in processes on this machine.
 IN_PROCESS_RUNNERS = frozenset({"directrunner", "direct", "fnapirunner", "bundlebasedirectrunner",
                                 "swallowingdirectrunner", "interactiverunner", "prismrunner"})
@@ -147,3 +151,28 @@ def unreachable_local_paths(where: Placement, named_paths: Dict[str, Optional[st
         return []
     return [f"--{option}={path}" for option, path in named_paths.items()
             if path and not split_scheme(path)[0]]
+
+
+def tensorflow_can_write(path: Optional[str]) -> bool:
+    """Whether TensorFlow's file layer can write ``path`` (None: nothing to write)."""
+    return path is None or split_scheme(path)[0] in TENSORFLOW_SCHEMES
+
+
+def transform_output_problem(where: Placement, output: str, temp_location: Optional[str],
+                             compute_stats: bool, allow_local_paths: bool) -> Optional[str]:
+    """Why tf.Transform cannot write this run's outputs, or None.
+
+    Where TensorFlow cannot write the output or temp location (s3://), tf.Transform writes on this
+    machine's disk and the pipeline copies its output; every worker must then see that disk:
+    workers on this machine, or a local --temp_location that --allow_local_paths says all mount.
+    """
+    if not compute_stats or (tensorflow_can_write(output) and tensorflow_can_write(temp_location)):
+        return None
+    if not where.remote or (allow_local_paths and temp_location and not split_scheme(temp_location)[0]):
+        return None
+    option, store = ("output", output) if not tensorflow_can_write(output) else ("temp_location", temp_location)
+    return (f"--{option} {store} with statistics needs a filesystem TensorFlow can write (TensorFlow 2.21 has no "
+            f"{split_scheme(store)[0]}; tensorflow-io 0.37.1 does not load with it), so tf.Transform writes on "
+            f"this machine's disk and the pipeline copies its output, but {where.reason}; run on the "
+            "DirectRunner or a Flink cluster on this machine, give --temp_location on a mount every worker "
+            "shares with --allow_local_paths, write to gs://, or give --no_stats")

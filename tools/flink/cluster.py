@@ -44,6 +44,7 @@ from typing import List, Optional
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.path.join(ROOT, "build", "flink")
 FETCH_SCRIPT = os.path.join(ROOT, "tools", "flink", "fetch_job_server.sh")
+BOOT_SCRIPT = os.path.join(ROOT, "tools", "flink", "sdk_boot.py")   # the pool's SDK worker start-up
 # The Flink release that org.apache.beam:beam-runners-flink-1.19 is compiled against (its pom's
 # flink-clients/flink-runtime version): the job server's Flink client and the cluster match exactly.
 FLINK_VERSION = "1.19.0"
@@ -306,8 +307,10 @@ class FlinkCluster:
 class WorkerPool:
     """Beam's Python SDK worker pool: the EXTERNAL environment that Flink's TaskManager asks for workers.
 
-    Its SDK workers are processes started as ``python -c ...``, so this interpreter's folder goes
-    first on PATH, and the repository root on PYTHONPATH (the code under test, not an installed copy).
+    Its SDK workers are processes started through ``tools/flink/sdk_boot.py``, which gives them the
+    job's pipeline options as Beam's SDK container does (a bare pool gives none, and Beam's s3://
+    filesystem then fails in every worker). This interpreter's folder goes first on PATH, and the
+    repository root on PYTHONPATH (the code under test, not an installed copy).
     """
 
     def __init__(self, log_path: Optional[str] = None, python: str = sys.executable):
@@ -329,7 +332,8 @@ class WorkerPool:
         os.makedirs(os.path.dirname(self.log_path), exist_ok=True)
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
-                [self.python, "-m", "apache_beam.runners.worker.worker_pool_main", f"--service_port={self.port}"],
+                [self.python, "-m", "apache_beam.runners.worker.worker_pool_main", f"--service_port={self.port}",
+                 f"--container_executable={BOOT_SCRIPT}"],
                 cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True)
         try:

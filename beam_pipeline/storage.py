@@ -1,0 +1,191 @@
+"""Object stores under Beam's FileSystems: what reading and writing gs:// and s3:// needs beyond it.
+
+* :func:`open_for_read`: a read handle. ``s3://`` goes through one S3 client per thread: Beam's S3
+  filesystem builds a new boto3 session and client for every call, which costs about 130 ms of CPU
+  (botocore loads its JSON models each time) and made reading from S3 4-9 times slower than from
+  local disk. Everything else goes through ``FileSystems.open``.
+* :func:`read_failure`: what a failed read means. A missing object (404) and a refused one (403) are
+  facts about that file; a server or network error that outlived the clients' retries is not, and
+  is raised again so that the runner retries the work instead of rejecting good input.
+* :func:`create_empty`: an empty file. Beam's S3 writer cannot write one (apache/beam#21369: it
+  completes a multipart upload with no part, which S3 refuses), so s3:// gets a plain PutObject.
+* :func:`copy_tree`: a local folder to any filesystem, with the SHA-256 of every file, each object
+  read back and compared before the copy counts as done.
+* Retries: botocore retries each S3 request (``standard`` mode: exponential backoff with jitter on
+  5xx, throttling and connection errors). This module sets ``AWS_RETRY_MODE=standard`` and
+  ``AWS_MAX_ATTEMPTS=10`` in the process environment when they are unset, which every boto3 client
+  created afterwards reads (Beam's own included); the launcher and every worker that runs the
+  pipeline's steps import it. google-cloud-storage retries 408/429/5xx and connection errors for
+  up to 120 s by default, and Beam passes that policy to every GCS call.
+"""
+
+import errno
+import hashlib
+import os
+import threading
+from typing import Dict, Optional, Tuple
+
+from apache_beam.io.filesystem import BeamIOError
+from apache_beam.io.filesystems import FileSystems
+
+S3_RETRY_DEFAULTS = {"AWS_RETRY_MODE": "standard", "AWS_MAX_ATTEMPTS": "10"}
+for _name, _value in S3_RETRY_DEFAULTS.items():
+    os.environ.setdefault(_name, _value)
+
+S3_SCHEME = "s3://"
+COPY_CHUNK = 8 * 1024 * 1024
+MISSING = "missing"
+DENIED = "denied"
+# HTTP statuses that say the server or the way to it failed, not the file.
+TRANSIENT_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+_local = threading.local()
+
+
+def _s3io(path: str):
+    """This thread's S3IO, built from the options Beam's S3 filesystem would use for ``path``.
+
+    A boto3 client must not be shared between threads while it streams a download (Beam's
+    Client keeps the stream), hence one per thread; it is rebuilt when the options object changes.
+    """
+    from apache_beam.io.aws import s3io
+    from apache_beam.io.aws.clients.s3 import boto3_client
+    options = FileSystems.get_filesystem(path)._options     # what S3FileSystem builds its clients from
+    cached = getattr(_local, "s3", None)
+    if cached is None or cached[0] is not options:
+        cached = (options, s3io.S3IO(client=boto3_client.Client(options if options is not None else {})))
+        _local.s3 = cached
+    return cached[1]
+
+
+def open_for_read(path: str):
+    """A binary read handle on ``path`` (local, gs://, s3://, any Beam filesystem), uncompressed."""
+    if path.startswith(S3_SCHEME):
+        return _s3io(path).open(path, "rb")
+    return _filesystem(path).open(path, compression_type="uncompressed")
+
+
+_FILESYSTEMS = {}        # scheme -> Beam FileSystem instance, for this process
+
+
+def _filesystem(path: str):
+    """Beam's filesystem for ``path``'s scheme, made once per process: FileSystems.open looks every plugin up
+    and makes a new instance on every call (about 35 us, four times per pair)."""
+    scheme = FileSystems.get_scheme(path)
+    filesystem = _FILESYSTEMS.get(scheme)
+    if filesystem is None:
+        filesystem = _FILESYSTEMS[scheme] = FileSystems.get_filesystem(path)
+    return filesystem
+
+
+def _status(error: BaseException) -> Optional[int]:
+    """The HTTP status an object-store error carries (google.api_core, Beam's S3ClientError), if any."""
+    code = getattr(error, "code", None)
+    return code if isinstance(code, int) else None
+
+
+def _causes(error: BaseException):
+    """``error`` and what it wraps: BeamIOError keeps the per-path exceptions in ``exception_details``."""
+    yield error
+    details = getattr(error, "exception_details", None)
+    if isinstance(details, dict):
+        for inner in details.values():
+            if isinstance(inner, BaseException):
+                yield from _causes(inner)
+    if error.__cause__ is not None:
+        yield from _causes(error.__cause__)
+
+
+def _is_transient(error: BaseException) -> bool:
+    from google.api_core import exceptions as google_errors
+    from requests import exceptions as requests_errors
+    if isinstance(error, (google_errors.RetryError, requests_errors.ConnectionError, requests_errors.Timeout,
+                          ConnectionError, TimeoutError)):
+        return True
+    if type(error).__name__ == "S3ClientError" and getattr(error, "code", None) is None:
+        return True     # botocore gave up on a connection: Beam's S3 client carries no status then
+    return _status(error) in TRANSIENT_STATUSES
+
+
+def read_failure(error: BaseException, path: str) -> str:
+    """``MISSING`` or ``DENIED`` for an error opening or reading ``path``; raises it again when the
+    server or the network failed (the runner retries the bundle; the input is not to blame)."""
+    causes = list(_causes(error))
+    if any(_is_transient(cause) for cause in causes):
+        raise error
+    for cause in causes:
+        if isinstance(cause, FileNotFoundError) or _status(cause) == 404 or (
+                isinstance(cause, OSError) and cause.errno == errno.ENOENT):
+            return MISSING
+    if any(_status(cause) is not None for cause in causes):
+        return DENIED           # 401/403 and other refusals of this one object
+    return MISSING if not _exists(path) else DENIED
+
+
+def _exists(path: str) -> bool:
+    try:
+        return FileSystems.exists(path)
+    except (BeamIOError, OSError):
+        return False
+
+
+def read_errors() -> tuple:
+    """The exception types a read through Beam's filesystems raises (caught, then :func:`read_failure`)."""
+    from apache_beam.io.aws.clients.s3.messages import S3ClientError
+    from google.api_core.exceptions import GoogleAPIError
+    return BeamIOError, OSError, S3ClientError, GoogleAPIError
+
+
+def create_empty(path: str) -> None:
+    """Write an empty file at ``path``; on s3:// with one PutObject (Beam's writer cannot)."""
+    if not path.startswith(S3_SCHEME):
+        FileSystems.create(path).close()
+        return
+    from apache_beam.io.aws.s3io import parse_s3_path
+    bucket, key = parse_s3_path(path)
+    _s3io(path).client.client.put_object(Bucket=bucket, Key=key, Body=b"")
+
+
+def _sha256_of(path: str) -> Tuple[str, int]:
+    digest = hashlib.sha256()
+    size = 0
+    with open_for_read(path) as handle:
+        while True:
+            chunk = handle.read(COPY_CHUNK)
+            digest.update(chunk)
+            size += len(chunk)
+            if len(chunk) < COPY_CHUNK:
+                return digest.hexdigest(), size
+
+
+def copy_tree(local_root: str, target_root: str) -> Dict[str, Tuple[str, int]]:
+    """Copy every file under the local folder ``local_root`` to ``target_root`` (any Beam filesystem).
+
+    Returns ``{relative path: (sha256, size)}`` of the bytes sent. Every object is then read back
+    and hashed, and a difference raises IOError, so a damaged copy fails the run. Empty files are
+    written with :func:`create_empty`.
+    """
+    sent = {}
+    for directory, _, names in sorted(os.walk(local_root)):
+        for name in sorted(names):
+            local = os.path.join(directory, name)
+            relative = os.path.relpath(local, local_root).replace(os.sep, "/")
+            target = target_root.rstrip("/") + "/" + relative
+            digest = hashlib.sha256()
+            size = 0
+            with open(local, "rb") as source:
+                chunk = source.read(COPY_CHUNK)
+                if not chunk:
+                    create_empty(target)
+                else:
+                    with FileSystems.create(target, compression_type="uncompressed") as sink:
+                        while chunk:
+                            digest.update(chunk)
+                            size += len(chunk)
+                            sink.write(chunk)
+                            chunk = source.read(COPY_CHUNK)
+            sent[relative] = (digest.hexdigest(), size)
+    for relative, expected in sent.items():
+        found = _sha256_of(target_root.rstrip("/") + "/" + relative)
+        if found != expected:
+            raise IOError(f"copy of {relative} to {target_root} differs: sent {expected}, stored {found}")
+    return sent
