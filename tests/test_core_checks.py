@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from beam_pipeline.core import checks, reasons
+from beam_pipeline.core import checks, masks, reasons
 from beam_pipeline.core.checks import Limits, Rejection
 from beam_pipeline.core.records import PairRef
 from beam_pipeline.core.validation import validate_classification, validate_segmentation
@@ -43,7 +43,7 @@ def png_header_only(width, height):
 
 
 def test_grey_mask_histogram_and_original_bytes_kept():
-    result = checks.check_mask(encode(MASK), LIMITS)
+    result = masks.check_mask(encode(MASK), LIMITS)
     assert result.class_pixels == (5, 5, 4)
     assert result.ignore_pixels == 2
     assert result.stored is None
@@ -57,7 +57,7 @@ def test_palette_mask_uses_indices_not_colours():
     image.putpalette(palette)
     out = io.BytesIO()
     image.save(out, format="PNG")
-    result = checks.check_mask(out.getvalue(), LIMITS)
+    result = masks.check_mask(out.getvalue(), LIMITS)
     assert result.class_pixels == (5, 5, 4)
     assert np.array_equal(np.asarray(Image.open(io.BytesIO(result.stored))), MASK)
     assert Image.open(io.BytesIO(result.stored)).mode == "L"
@@ -65,7 +65,7 @@ def test_palette_mask_uses_indices_not_colours():
 
 def test_sixteen_bit_mask_accepted_when_values_fit():
     data = encode(MASK.astype(np.uint16))
-    result = checks.check_mask(data, LIMITS)
+    result = masks.check_mask(data, LIMITS)
     assert result.class_pixels == (5, 5, 4)
     assert np.array_equal(np.asarray(Image.open(io.BytesIO(result.stored))), MASK)
 
@@ -73,7 +73,7 @@ def test_sixteen_bit_mask_accepted_when_values_fit():
 def test_sixteen_bit_mask_with_large_value_rejected():
     big = MASK.astype(np.uint16)
     big[0, 0] = 1000
-    result = checks.check_mask(encode(big), LIMITS)
+    result = masks.check_mask(encode(big), LIMITS)
     assert result.reason == reasons.MASK_VALUE_OUT_OF_RANGE
     assert "1000" in result.detail
 
@@ -81,22 +81,22 @@ def test_sixteen_bit_mask_with_large_value_rejected():
 def test_out_of_range_mask_value_named_in_detail():
     bad = MASK.copy()
     bad[1, 1] = 7
-    result = checks.check_mask(encode(bad), LIMITS)
+    result = masks.check_mask(encode(bad), LIMITS)
     assert result == Rejection(reasons.MASK_VALUE_OUT_OF_RANGE, "mask has values [7] outside 0..2 or ignore label 255")
 
 
 def test_ignore_label_none_makes_255_invalid():
-    result = checks.check_mask(encode(MASK), Limits(num_classes=3, ignore_label=None))
+    result = masks.check_mask(encode(MASK), Limits(num_classes=3, ignore_label=None))
     assert result.reason == reasons.MASK_VALUE_OUT_OF_RANGE
 
 
 def test_rgb_mask_rejected():
-    result = checks.check_mask(encode(rgb()), LIMITS)
+    result = masks.check_mask(encode(rgb()), LIMITS)
     assert result.reason == reasons.MASK_NOT_SINGLE_CHANNEL
 
 
 def test_jpeg_mask_rejected_by_content():
-    result = checks.check_mask(encode(MASK, "JPEG"), LIMITS)
+    result = masks.check_mask(encode(MASK, "JPEG"), LIMITS)
     assert result.reason == reasons.FORMAT_NOT_ALLOWED
 
 
@@ -173,7 +173,7 @@ def test_the_writer_converts_masks_to_8_bit_grey(array, mode):
     if mode == "1":
         image = Image.open(io.BytesIO(data)).convert("1")
         data = _palette_png(image)
-    decoded = np.asarray(Image.open(io.BytesIO(checks.stored_mask(data))))
+    decoded = np.asarray(Image.open(io.BytesIO(masks.stored_mask(data))))
     assert decoded.dtype == np.uint8 and decoded.ndim == 2
     expected = MASK if mode is None else (MASK > 1).astype(np.uint8)
     assert np.array_equal(decoded, expected)
@@ -181,7 +181,7 @@ def test_the_writer_converts_masks_to_8_bit_grey(array, mode):
 
 def test_the_writer_reports_bytes_it_cannot_decode():
     assert checks.stored_image(b"not an image").reason == reasons.UNDECODABLE
-    assert checks.stored_mask(b"").reason == reasons.EMPTY_FILE
+    assert masks.stored_mask(b"").reason == reasons.EMPTY_FILE
 
 
 def test_validate_segmentation_size_mismatch_and_success():

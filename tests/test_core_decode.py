@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from beam_pipeline.core import checks, decode, reasons
+from beam_pipeline.core import checks, decode, masks, reasons
 from beam_pipeline.core.checks import Limits, Rejection
 
 LIMITS = Limits(num_classes=3, ignore_label=255, max_pixels=10_000)
@@ -145,7 +145,7 @@ def test_transparency_is_ignored_in_images_and_left_to_pillow_in_masks():
     Image.fromarray(MASK).save(out, format="PNG", transparency=255)
     data = out.getvalue()
     assert decode.decode_grey(data, decode.sniff(data)) is None                  # libpng gives grey + alpha
-    assert checks.check_mask(data, LIMITS) == checks.check_mask_with_pillow(data, LIMITS)
+    assert masks.check_mask(data, LIMITS) == masks.check_mask_with_pillow(data, LIMITS)
 
 
 def test_broken_data_is_flagged_by_the_fast_decoders():
@@ -168,14 +168,14 @@ def test_fast_path_summaries_equal_pillows():
         fast = checks.check_image(data, limits)
         slow = checks.check_image_with_pillow(data, limits)
         assert fast == slow and fast.stored is None
-    fast, slow = checks.check_mask(png(MASK), limits), checks.check_mask_with_pillow(png(MASK), limits)
+    fast, slow = masks.check_mask(png(MASK), limits), masks.check_mask_with_pillow(png(MASK), limits)
     assert fast == slow and np.array_equal(fast.values, MASK) and fast.class_pixels == (5, 5, 4)
 
 
 def test_a_png_that_pillow_decodes_but_libpng_refuses_is_rejected_with_the_flag():
     no_iend = assemble(chunks(png(MASK))[:-1])
-    assert not isinstance(checks.check_mask_with_pillow(no_iend, LIMITS), Rejection)    # Pillow alone takes it
-    result = checks.check_mask(no_iend, LIMITS)
+    assert not isinstance(masks.check_mask_with_pillow(no_iend, LIMITS), Rejection)    # Pillow alone takes it
+    result = masks.check_mask(no_iend, LIMITS)
     assert result.reason == reasons.UNDECODABLE
     assert result.detail.startswith("mask: file ends before the IEND chunk; Pillow decodes it")
     result = checks.check_image(assemble(chunks(png(RGB))[:-1]), LIMITS)

@@ -12,7 +12,9 @@ import tensorflow as tf
 from conftest import NUM_CLASSES
 from trainer.artifacts import ArtifactError, load_artifacts, verify_dataset
 import trainer.data
-from trainer.data import Decoder, InputConfig, make_dataset, shard_for_pipeline
+import trainer.decode
+from trainer.data import InputConfig, make_dataset, shard_for_pipeline
+from trainer.decode import Decoder
 
 IGNORE = 255
 
@@ -115,9 +117,9 @@ def test_a_graph_that_normalises_otherwise_is_used_as_it_is(artifacts, monkeypat
         mean, std = graph_normalisation(transformed)
         return mean + 1.0, std
 
-    graph_normalisation = trainer.data.graph_normalisation
+    graph_normalisation = trainer.decode.graph_normalisation
     first = next(iter(tf.data.TFRecordDataset(artifacts.shard_paths("val")).take(1)))
-    monkeypatch.setattr(trainer.data, "graph_normalisation", shifted)
+    monkeypatch.setattr(trainer.decode, "graph_normalisation", shifted)
     decoder = Decoder(artifacts, probe=first)
     assert not decoder.direct
     assert "decoding through the graph" in caplog.text
@@ -151,7 +153,7 @@ def test_class_uniform_crops_find_the_rare_class_more_often(artifacts):
 def test_trainer_never_imports_apache_beam():
     import subprocess
     import sys
-    code = ("import sys, trainer.artifacts, trainer.data; "
+    code = ("import sys, trainer.artifacts, trainer.data, trainer.decode, trainer.serving, trainer.evaluate; "
             "assert not [m for m in sys.modules if m.startswith('apache_beam')], 'apache_beam imported'")
     completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert completed.returncode == 0, completed.stderr[-2000:]

@@ -75,7 +75,7 @@ def _examples(artifacts, split: str, batch_size: int, max_examples: Optional[int
     """Batches of {"bytes": string [B], "source": string [B], "mask": int32 [B, H, W] | "label": int32 [B]}."""
     import tensorflow as tf
 
-    from trainer.data import CLASS_LABEL, IMAGE_ENCODED, MASK_ENCODED, REPEAT_COPY
+    from trainer.decode import CLASS_LABEL, IMAGE_ENCODED, MASK_ENCODED, REPEAT_COPY
 
     segmentation = artifacts.task == "segmentation"
     spec = {IMAGE_ENCODED: tf.io.FixedLenFeature([], tf.string),

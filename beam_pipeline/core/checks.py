@@ -1,4 +1,4 @@
-"""Decoding and checking one image/mask pair (or one labelled image).
+"""Decoding and checking one image (masks: :mod:`masks`), and the checks of a pair.
 
 Each check returns either a summary of the valid input or a rejection with a
 reason code (:mod:`reasons`) and a detail string; it never raises on bad data.
@@ -38,7 +38,7 @@ from beam_pipeline.core import decode, reasons
 
 _FORMAT_NAMES = {"JPEG": "jpeg", "PNG": "png", "GIF": "gif", "BMP": "bmp", "TIFF": "tiff", "WEBP": "webp"}
 _RGB_CONVERTIBLE = ("L", "LA", "P", "PA", "RGBA", "RGBX", "CMYK", "YCbCr", "1", "La", "RGBa", "LAB", "HSV")
-_SIXTEEN_BIT = ("I;16", "I;16B", "I;16L", "I")
+SIXTEEN_BIT = ("I;16", "I;16B", "I;16L", "I")
 MAX_SIDE = 65535   # Also the limit of PNG-friendly tools and of the stored uint16 sample points.
 # What Pillow raises on hostile bytes: OSError, ValueError, SyntaxError, EOFError, struct.error, zlib.error,
 # IndexError, TypeError, and from some plugins NotImplementedError, KeyError, ... (the fuzz corpus test found
@@ -107,7 +107,7 @@ def _header(data: bytes, what: str) -> Union[Image.Image, Rejection]:
         return Rejection(reasons.UNDECODABLE, f"{what} header: {error}")
 
 
-def _open(data: bytes, allowed: Tuple[str, ...], max_pixels: int, what: str) -> Union[Image.Image, Rejection]:
+def open_checked(data: bytes, allowed: Tuple[str, ...], max_pixels: int, what: str) -> Union[Image.Image, Rejection]:
     """Open ``data`` and check its format (by content) and pixel count before decoding."""
     image = _header(data, what)
     if isinstance(image, Rejection):
@@ -130,7 +130,7 @@ def format_name(image: Image.Image) -> str:
     return _FORMAT_NAMES.get(image.format, str(image.format).lower())
 
 
-def _load(image: Image.Image, what: str) -> Optional[Rejection]:
+def load_checked(image: Image.Image, what: str) -> Optional[Rejection]:
     """Force a full decode, so truncated and corrupt data is caught now."""
     try:
         with warnings.catch_warnings():
@@ -154,7 +154,7 @@ def to_rgb(image: Image.Image) -> Union[np.ndarray, Rejection]:
     """The image as HxWx3 uint8 under the conversion rule in the module docstring."""
     if image.mode == "RGB":
         return np.asarray(image)
-    if image.mode in _SIXTEEN_BIT:
+    if image.mode in SIXTEEN_BIT:
         grey = (np.asarray(image).astype(np.uint32) >> 8).clip(0, 255).astype(np.uint8)
         return np.repeat(grey[:, :, None], 3, axis=2)
     if image.mode in _RGB_CONVERTIBLE:
@@ -167,7 +167,7 @@ def to_rgb(image: Image.Image) -> Union[np.ndarray, Rejection]:
     return Rejection(reasons.UNSUPPORTED_MODE, f"image mode {image.mode} cannot be converted to RGB")
 
 
-def _fast_path_header(data: bytes, allowed: Tuple[str, ...], max_pixels: int) -> Union[decode.Header, decode.Flag,
+def fast_path_header(data: bytes, allowed: Tuple[str, ...], max_pixels: int) -> Union[decode.Header, decode.Flag,
                                                                                        None]:
     """The sniffed header when the fast path may go on; a Flag for a broken header or PNG structure; None
     when Pillow's path decides (another format, or a header that is rejected: Pillow words the reason)."""
@@ -186,21 +186,21 @@ def _fast_path_header(data: bytes, allowed: Tuple[str, ...], max_pixels: int) ->
 
 def check_image(data: bytes, limits: Limits) -> Union[ImageCheck, Rejection]:
     """A valid image's size, stored bytes and channel sums, or why it is rejected (module docstring)."""
-    header = _fast_path_header(data, limits.image_formats, limits.max_pixels)
+    header = fast_path_header(data, limits.image_formats, limits.max_pixels)
     if isinstance(header, decode.Flag):
-        return _flagged(data, header, "image", check_image_with_pillow(data, limits, reencode=True))
+        return flagged(data, header, "image", check_image_with_pillow(data, limits, reencode=True))
     if header is None or not decode.covers_rgb(header):
         return check_image_with_pillow(data, limits)
     pixels = decode.decode_rgb(data, header)
     if isinstance(pixels, decode.Flag):
-        return _flagged(data, pixels, "image", check_image_with_pillow(data, limits, reencode=True))
+        return flagged(data, pixels, "image", check_image_with_pillow(data, limits, reencode=True))
     if pixels is None:
         return check_image_with_pillow(data, limits)
     sums, squares = channel_sums(Image.fromarray(pixels).histogram()) if limits.channel_sums else _NO_SUMS
     return ImageCheck(header.height, header.width, header.format, None, sums, squares)
 
 
-def _flagged(data: bytes, flag: decode.Flag, what: str, pillow):
+def flagged(data: bytes, flag: decode.Flag, what: str, pillow):
     """What a file the fast path flags becomes: Pillow's rejection; a PNG Pillow decodes is rejected all the same
     (``pillow`` holds a JPEG's re-encoded pixels; see the module docstring)."""
     if isinstance(pillow, Rejection) or data[:8] != decode.PNG_SIGNATURE:
@@ -211,10 +211,10 @@ def _flagged(data: bytes, flag: decode.Flag, what: str, pillow):
 
 def check_image_with_pillow(data: bytes, limits: Limits, reencode: bool = False) -> Union[ImageCheck, Rejection]:
     """Pillow's path: every format and mode. An RGB image keeps its bytes unless ``reencode``."""
-    image = _open(data, limits.image_formats, limits.max_pixels, "image")
+    image = open_checked(data, limits.image_formats, limits.max_pixels, "image")
     if isinstance(image, Rejection):
         return image
-    failed = _load(image, "image")
+    failed = load_checked(image, "image")
     if failed:
         return failed
     fmt = format_name(image)
@@ -238,97 +238,11 @@ def channel_sums(histogram) -> Tuple[Tuple[int, ...], Tuple[int, ...]]:
     return tuple(int(v) for v in counts @ _LEVELS), tuple(int(v) for v in counts @ (_LEVELS * _LEVELS))
 
 
-def mask_values(image: Image.Image) -> Union[np.ndarray, Rejection]:
-    """Class ids of a single-channel mask: palette indices for 'P', values otherwise."""
-    if image.mode in ("L", "P"):
-        return np.asarray(image)
-    if image.mode == "1":
-        return np.asarray(image).astype(np.uint8)
-    if image.mode in _SIXTEEN_BIT:
-        return np.asarray(image)
-    return Rejection(reasons.MASK_NOT_SINGLE_CHANNEL,
-                     f"mask mode is {image.mode} ({len(image.getbands())} channels); a mask must be single-channel")
-
-
-def class_histogram(values: np.ndarray, limits: Limits,
-                    counts: Optional[np.ndarray] = None) -> Union[Tuple[Tuple[int, ...], int], Rejection]:
-    """Per-class pixel counts and the ignore-label count, or the out-of-range values.
-
-    ``counts`` is the 256-bin histogram when the decoder already made it.
-    """
-    if counts is None:
-        flat = values.ravel()
-        if flat.dtype != np.uint8:
-            ignore = limits.ignore_label if limits.ignore_label is not None else -1
-            large = flat[(flat > 255) & (flat != ignore)]
-            if large.size:
-                return Rejection(reasons.MASK_VALUE_OUT_OF_RANGE,
-                                 _out_of_range_detail(np.unique(large)[:8].tolist(), limits))
-            flat = flat.astype(np.uint8)
-        counts = np.bincount(flat, minlength=256)
-    valid = np.zeros(256, dtype=bool)
-    valid[:limits.num_classes] = True
-    if limits.ignore_label is not None:
-        valid[limits.ignore_label] = True
-    bad = np.flatnonzero(counts[~valid] > 0)
-    if bad.size:
-        bad_values = np.flatnonzero(~valid)[bad]
-        return Rejection(reasons.MASK_VALUE_OUT_OF_RANGE, _out_of_range_detail(bad_values[:8].tolist(), limits))
-    ignore = int(counts[limits.ignore_label]) if limits.ignore_label is not None else 0
-    return tuple(int(c) for c in counts[:limits.num_classes]), ignore
-
-
-def _out_of_range_detail(bad_values, limits: Limits) -> str:
-    allowed = f"0..{limits.num_classes - 1}"
-    if limits.ignore_label is not None:
-        allowed += f" or ignore label {limits.ignore_label}"
-    return f"mask has values {bad_values} outside {allowed}"
-
-
-def check_mask(data: bytes, limits: Limits) -> Union[MaskCheck, Rejection]:
-    """A valid mask's size, class histogram and values, or why it is rejected (module docstring)."""
-    header = _fast_path_header(data, limits.mask_formats, limits.max_pixels)
-    if isinstance(header, decode.Flag):
-        return _flagged(data, header, "mask", check_mask_with_pillow(data, limits))
-    if header is None or not decode.covers_grey(header):
-        return check_mask_with_pillow(data, limits)
-    values = decode.decode_grey(data, header)
-    if isinstance(values, decode.Flag):
-        return _flagged(data, values, "mask", check_mask_with_pillow(data, limits))
-    if values is None:
-        return check_mask_with_pillow(data, limits)
-    histogram = class_histogram(values, limits, np.asarray(Image.fromarray(values).histogram(), dtype=np.int64))
-    if isinstance(histogram, Rejection):
-        return histogram
-    return MaskCheck(header.height, header.width, histogram[0], histogram[1], None, values)
-
-
-def check_mask_with_pillow(data: bytes, limits: Limits) -> Union[MaskCheck, Rejection]:
-    """Pillow's path: every mode; grey masks keep their bytes, the others are re-encoded."""
-    image = _open(data, limits.mask_formats, limits.max_pixels, "mask")
-    if isinstance(image, Rejection):
-        return image
-    failed = _load(image, "mask")
-    if failed:
-        return failed
-    values = mask_values(image)
-    if isinstance(values, Rejection):
-        return values
-    # Pillow counts 8-bit (and palette-index) values in C, faster than numpy.
-    counts = np.asarray(image.histogram(), dtype=np.int64) if image.mode in ("L", "P") else None
-    histogram = class_histogram(values, limits, counts)
-    if isinstance(histogram, Rejection):
-        return histogram
-    class_pixels, ignore = histogram
-    stored = None if image.mode == "L" else encode_png(values.astype(np.uint8))
-    return MaskCheck(image.height, image.width, class_pixels, ignore, stored, values)
-
-
-def _decoded(data: bytes, what: str) -> Union[Image.Image, Rejection]:
+def decoded(data: bytes, what: str) -> Union[Image.Image, Rejection]:
     image = _header(data, what)
     if isinstance(image, Rejection):
         return image
-    return _load(image, what) or image
+    return load_checked(image, what) or image
 
 
 def stored_image(data: bytes) -> Union[bytes, Rejection]:
@@ -337,16 +251,9 @@ def stored_image(data: bytes) -> Union[bytes, Rejection]:
     For the writer, whose ``data`` has the digest of the validated file: only the
     decode and the conversion run again.
     """
-    image = _decoded(data, "image")
+    image = decoded(data, "image")
     rgb = image if isinstance(image, Rejection) else to_rgb(image)
     return rgb if isinstance(rgb, Rejection) else encode_png(rgb)
-
-
-def stored_mask(data: bytes) -> Union[bytes, Rejection]:
-    """The bytes :func:`check_mask` stores for a mask it converted (8-bit grey PNG), without its checks."""
-    image = _decoded(data, "mask")
-    values = image if isinstance(image, Rejection) else mask_values(image)
-    return values if isinstance(values, Rejection) else encode_png(values.astype(np.uint8))
 
 
 def check_same_size(image: ImageCheck, mask: MaskCheck) -> Optional[Rejection]:

@@ -14,7 +14,8 @@ import google_crc32c
 import numpy as np
 
 from beam_pipeline.core import features as f
-from beam_pipeline.core.checks import Rejection, stored_image, stored_mask
+from beam_pipeline.core.checks import Rejection, stored_image
+from beam_pipeline.core.masks import stored_mask
 from beam_pipeline.core.points import unflatten_points
 
 FeatureValue = Union[bytes, str, int, float, Sequence[int], Sequence[float], Sequence[bytes]]

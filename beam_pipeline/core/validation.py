@@ -2,7 +2,7 @@
 
 from typing import Tuple, Union
 
-from beam_pipeline.core import checks
+from beam_pipeline.core import checks, masks
 from beam_pipeline.core.points import flatten_points, sample_points
 from beam_pipeline.core.checks import Limits, Rejection
 from beam_pipeline.core.hashing import sha256_hex
@@ -15,7 +15,7 @@ def validate_segmentation(ref: PairRef, image_bytes: bytes, mask_bytes: bytes, l
     image = checks.check_image(image_bytes, limits)
     if isinstance(image, Rejection):
         return image
-    mask = checks.check_mask(mask_bytes, limits)
+    mask = masks.check_mask(mask_bytes, limits)
     if isinstance(mask, Rejection):
         return mask
     mismatch = checks.check_same_size(image, mask)
