@@ -6,7 +6,7 @@ from typing import Dict, List, Optional
 
 import apache_beam as beam
 
-from beam_pipeline import console, launch, progress, stores
+from beam_pipeline import console, launch, stores, watch
 from beam_pipeline.balance_split import BalanceTrainSplit
 from beam_pipeline.commit import OutputRun
 from beam_pipeline.config import CorpusConfig
@@ -135,7 +135,7 @@ def run(argv: Optional[List[str]] = None) -> dict:
             p = beam.Pipeline(runner=launch.runner(launched.options), options=launched.options)
             build_pipeline(p, config, launched.split, run_options, launch.package_versions(),
                            launch.temp_dir(launched.options, data_dir), data_dir)
-            result = progress.run_and_watch(p, launched.options)     # a progress bar, lines, or where to watch
+            result = watch.run_and_watch(p, launched.options)     # a progress bar, lines, or where to watch
             pending = read_result(data_dir)
             timing = {"started": output_run.started, "pipeline_seconds": round(time.monotonic() - started, 1)}
             manifest = output_run.commit(pending, timing)

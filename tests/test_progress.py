@@ -21,7 +21,7 @@ import time
 from conftest import NUM_CLASSES, ROOT, run_cli
 from test_console import noise_in
 
-from beam_pipeline import progress
+from beam_pipeline import progress, watch
 from beam_pipeline.core.progress import Progress
 
 # The phases of a run, in order, as this test expects the lines to name them.
@@ -82,7 +82,7 @@ class Recorder:
 
 def test_monitor_closes_each_phase_once_and_never_goes_back(tmp_path):
     recorder = Recorder()
-    monitor = progress.Monitor(str(tmp_path), recorder)
+    monitor = watch.Monitor(str(tmp_path), recorder)
     monitor.observe(0.0, Progress("validating", 10, 4, 0, 0, 1))
     monitor.observe(1.0, Progress("validating", 10, 8, 0, 0, 1))
     monitor.observe(2.0, Progress("analysing", 10, 10, 9, 0, 1))
