@@ -8,7 +8,6 @@ choice. Every mistake found here stops the run with one clear line
 """
 
 import dataclasses
-import difflib
 import importlib.metadata
 import os
 import platform
@@ -18,13 +17,13 @@ from typing import List, Optional, Tuple
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import (DirectOptions, FlinkRunnerOptions, GoogleCloudOptions,
                                                   JobServerOptions, PipelineOptions, PortableOptions,
-                                                  SparkRunnerOptions, StandardOptions, _BeamArgumentParser)
+                                                  SparkRunnerOptions, StandardOptions)
 
 from beam_pipeline import listing
 from beam_pipeline.config import CorpusConfig, to_config
 from beam_pipeline.core import layout, paths, runners
 from beam_pipeline.core.selection import SplitSpec, parse_split
-from beam_pipeline.options import CorpusOptions, CorpusOptionsError
+from beam_pipeline.options import CorpusOptions, CorpusOptionsError, check_known_options
 from beam_pipeline.pairs import CLASS_FOLDER_GLOB
 from beam_pipeline.specs import CLASS_FOLDERS, LISTING
 
@@ -214,56 +213,6 @@ def _absolute_local_paths(config: CorpusConfig, options: PipelineOptions) -> Cor
     def absolute(path: str) -> str:
         return path if paths.is_absolute(path) else os.path.abspath(path)
     return dataclasses.replace(config, input=absolute(config.input), output=absolute(config.output))
-
-
-class _OptionsParser(_BeamArgumentParser):
-    """Beam's own option parser (no abbreviations), whose errors become one line instead of an exit."""
-
-    def error(self, message):
-        raise CorpusOptionsError(message)
-
-
-def check_known_options(argv: List[str], options: PipelineOptions) -> None:
-    """Refuse options that no PipelineOptions class knows, with the nearest known name.
-
-    Beam drops them with only a warning, so a misspelt ``--max_num_worker 64`` would run with the default.
-    The runner's module is imported first, so options a runner defines in its own module are known.
-    Portable runners (Flink, Spark, PortableRunner, Prism) are the exception: their job server adds its
-    own options at submission (Flink's ``--checkpointing_interval``, ...), which Python cannot know here;
-    unknown options are passed on to them, and Beam warns about those the job server does not know either.
-    """
-    from apache_beam.runners.portability.portable_runner import PortableRunner
-    from apache_beam.runners.runner import create_runner
-
-    name = options.view_as(StandardOptions).runner or "DirectRunner"
-    try:
-        runner_object = create_runner(name)
-    except (ValueError, ImportError, AttributeError, TypeError) as error:
-        raise CorpusOptionsError(f"--runner {name}: {error}") from None
-    parser = _OptionsParser(prog="python -m beam_pipeline", allow_abbrev=False)
-    for options_class in {str(cls): cls for cls in PipelineOptions.__subclasses__()}.values():
-        options_class._add_argparse_args(parser)  # noqa: SLF001 - as PipelineOptions.get_all_options does
-    _, unknown = parser.parse_known_args(argv)
-    if not unknown or isinstance(runner_object, PortableRunner):
-        return
-    known = [option for action in parser._actions for option in action.option_strings]  # noqa: SLF001
-    raise CorpusOptionsError(f"{_describe_unknown(unknown, known)}: {name} would run without them (Beam "
-                             "ignores options it does not know, with only a warning); see --help")
-
-
-def _describe_unknown(unknown: List[str], known: List[str]) -> str:
-    """``unknown option --max_num_worker (did you mean --max_num_workers?)``; a value after it is its own."""
-    options, stray = [], []
-    for index, word in enumerate(unknown):
-        if word.startswith("-"):
-            name = word.split("=", 1)[0]
-            nearest = difflib.get_close_matches(name, known, n=1)
-            options.append(f"{name} (did you mean {nearest[0]}?)" if nearest else name)
-        elif index == 0 or not unknown[index - 1].startswith("-") or "=" in unknown[index - 1]:
-            stray.append(repr(word))
-    parts = ([f"unknown option(s) {', '.join(options)}"] if options else []) + (
-        [f"unexpected argument(s) {', '.join(stray)}"] if stray else [])
-    return "; ".join(parts)
 
 
 def check_worker_paths(options: PipelineOptions, config: CorpusConfig) -> None:

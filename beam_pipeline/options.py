@@ -6,12 +6,13 @@ them into the frozen CorpusConfig and the per-stage specs.
 """
 
 import argparse
-from typing import Tuple
+import difflib
+from typing import List, Tuple
 
-from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions, _BeamArgumentParser
 
-from beam_pipeline.core.gates import DEFAULT_MAX_REJECT_FRACTION
 from beam_pipeline import console
+from beam_pipeline.core.gates import DEFAULT_MAX_REJECT_FRACTION
 
 DEFAULT_TARGET_SHARD_BYTES = 128 * 1024 * 1024
 
@@ -183,3 +184,53 @@ def help_parser() -> argparse.ArgumentParser:
                          GoogleCloudOptions, WorkerOptions, SetupOptions):
         beam_options._add_argparse_args(parser.add_argument_group(f"Beam: {beam_options.__name__}"))
     return parser
+
+
+class _OptionsParser(_BeamArgumentParser):
+    """Beam's own option parser (no abbreviations), whose errors become one line instead of an exit."""
+
+    def error(self, message):
+        raise CorpusOptionsError(message)
+
+
+def check_known_options(argv: List[str], options: PipelineOptions) -> None:
+    """Refuse options that no PipelineOptions class knows, with the nearest known name.
+
+    Beam drops them with only a warning, so a misspelt ``--max_num_worker 64`` would run with the default.
+    The runner's module is imported first, so options a runner defines in its own module are known.
+    Portable runners (Flink, Spark, PortableRunner, Prism) are the exception: their job server adds its
+    own options at submission (Flink's ``--checkpointing_interval``, ...), which Python cannot know here;
+    unknown options are passed on to them, and Beam warns about those the job server does not know either.
+    """
+    from apache_beam.runners.portability.portable_runner import PortableRunner
+    from apache_beam.runners.runner import create_runner
+
+    name = options.view_as(StandardOptions).runner or "DirectRunner"
+    try:
+        runner_object = create_runner(name)
+    except (ValueError, ImportError, AttributeError, TypeError) as error:
+        raise CorpusOptionsError(f"--runner {name}: {error}") from None
+    parser = _OptionsParser(prog="python -m beam_pipeline", allow_abbrev=False)
+    for options_class in {str(cls): cls for cls in PipelineOptions.__subclasses__()}.values():
+        options_class._add_argparse_args(parser)  # noqa: SLF001 - as PipelineOptions.get_all_options does
+    _, unknown = parser.parse_known_args(argv)
+    if not unknown or isinstance(runner_object, PortableRunner):
+        return
+    known = [option for action in parser._actions for option in action.option_strings]  # noqa: SLF001
+    raise CorpusOptionsError(f"{_describe_unknown(unknown, known)}: {name} would run without them (Beam "
+                             "ignores options it does not know, with only a warning); see --help")
+
+
+def _describe_unknown(unknown: List[str], known: List[str]) -> str:
+    """``unknown option --max_num_worker (did you mean --max_num_workers?)``; a value after it is its own."""
+    options, stray = [], []
+    for index, word in enumerate(unknown):
+        if word.startswith("-"):
+            name = word.split("=", 1)[0]
+            nearest = difflib.get_close_matches(name, known, n=1)
+            options.append(f"{name} (did you mean {nearest[0]}?)" if nearest else name)
+        elif index == 0 or not unknown[index - 1].startswith("-") or "=" in unknown[index - 1]:
+            stray.append(repr(word))
+    parts = ([f"unknown option(s) {', '.join(options)}"] if options else []) + (
+        [f"unexpected argument(s) {', '.join(stray)}"] if stray else [])
+    return "; ".join(parts)

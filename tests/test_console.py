@@ -70,7 +70,7 @@ def test_a_misspelt_option_is_still_reported(tmp_path):
     completed = run_cli("--input", tmp_path / "missing.csv", "--output", tmp_path / "out", "--num_classes", 8,
                         "--max_exampels", 5, check=False)
     assert completed.returncode == 2
-    # Refused before the input is looked at (launch.check_known_options), where Beam alone would only warn.
+    # Refused before the input is looked at (options.check_known_options), where Beam alone would only warn.
     assert "error: unknown option(s) --max_exampels (did you mean --max_examples?)" in completed.stderr
     assert noise_in(output(completed)) == []
 

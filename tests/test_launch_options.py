@@ -4,7 +4,7 @@ the run stages for them (beam_pipeline.launch). Messages are written out by hand
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from beam_pipeline.launch import check_known_options
+from beam_pipeline.options import check_known_options
 from beam_pipeline.options import CorpusOptionsError
 from conftest import NUM_CLASSES, run_cli
 
