@@ -26,6 +26,7 @@ before Beam or TensorFlow is imported.
 import argparse
 import logging
 import os
+import re
 import sys
 import warnings
 from typing import Optional, Sequence
@@ -47,6 +48,10 @@ QUIET_ENVIRONMENT = {
 # Third-party loggers whose warnings are about the user's own command line (Beam's "Discarding unparseable
 # args: ['--max_exampels', '5']" for a misspelt option): shown from WARNING up at every level.
 USER_FACING_LOGGERS = ("apache_beam.options.pipeline_options",)
+# Decoders that log an error about a broken input file they are handed; each such file becomes a rejection
+# with the reason, so their lines repeat it (Pillow's TIFF plugin: "More samples per pixel than can be decoded").
+DECODER_LOGGERS = ("PIL",)
+_DECODER_LOCATION = re.compile(r'log_location: "[^"]*/PIL/')
 # Beam logs each record a worker process sends as one line of this logger (local_job_service.BeamFnLoggingServicer).
 WORKER_LOG_FORWARDER = "apache_beam.runners.portability.local_job_service"
 # Beam's runner loggers that log an error which run() then raises: it is reported once, as the exception.
@@ -189,6 +194,8 @@ def _configure_logging(level: str) -> None:
     logging.getLogger(PACKAGE).setLevel(level.upper())
     for name in USER_FACING_LOGGERS:
         logging.getLogger(name).setLevel(logging.WARNING)
+    for name in DECODER_LOGGERS:
+        logging.getLogger(name).setLevel(logging.DEBUG if level == DEBUG else logging.CRITICAL)
     for name in RUNNER_LOGGERS:
         logging.getLogger(name).addFilter(OneReportPerError())
     forwarder = logging.getLogger(WORKER_LOG_FORWARDER)
@@ -218,6 +225,8 @@ class WorkerRecords(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         text = record.args[0] if isinstance(record.args, tuple) and len(record.args) == 1 else None
+        if isinstance(text, str) and _DECODER_LOCATION.search(text):
+            return False                            # a decoder's complaint about an input: its rejection says it
         if record.msg != "Worker: %s" or not isinstance(text, str) or PACKAGE not in text:
             return record.levelno >= logging.ERROR
         entry = _parse_log_entry(text)

@@ -94,11 +94,13 @@ def fuzz_files(tmp_path_factory):
 def run_pipeline(*args):
     try:
         completed = subprocess.run([sys.executable, "-m", "beam_pipeline", *map(str, args),
-                                    "--direct_running_mode", "multi_processing"],
+                                    "--direct_running_mode", "multi_processing",
+                                    "--max_reject_fraction", "1"],          # a corpus of broken files on purpose
                                    cwd=ROOT, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         pytest.fail(f"the pipeline did not finish within {RUN_TIMEOUT_S} s on the fuzz corpus (a hang)")
     assert completed.returncode == 0, completed.stderr[-5000:]
+    assert "ERROR" not in completed.stderr, completed.stderr[-5000:]      # broken inputs are rejections, not errors
 
 
 def write_listing(path: Path, header, rows):

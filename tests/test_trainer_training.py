@@ -97,7 +97,7 @@ def test_an_epoch_is_one_pass_over_the_train_records_by_default():
     from trainer.artifacts import Artifacts
     from trainer.config import parse_config
     from trainer.train import steps_for_one_pass
-    artifacts = Artifacts(root="unused", manifest={"splits": {"train": {"num_examples": 233}}}, stats=None)
+    artifacts = Artifacts(root="unused", manifest={"splits": {"train": {"num_examples": 233}}})
     assert steps_for_one_pass(artifacts, 8) == 30            # 29 full batches and one of 1 example
     assert steps_for_one_pass(artifacts, 233) == 1
     config = parse_config(["--data", "d", "--job_dir", "j"])
