@@ -22,6 +22,7 @@ The requests each store's run makes, per input, are printed (``pytest -s``); REA
 quotes them.
 """
 
+import dataclasses
 import json
 import os
 import signal
@@ -80,7 +81,8 @@ def run(store, args, log: Path):
 def wait_paused(process, log: Path) -> None:
     deadline = time.monotonic() + RUN_TIMEOUT
     while not Path(str(log) + ".paused").exists():
-        assert process.poll() is None, f"the run ended ({process.returncode}) before its pause:\n{log.read_text()[-4000:]}"
+        assert process.poll() is None, \
+            f"the run ended ({process.returncode}) before its pause:\n{log.read_text()[-4000:]}"
         assert time.monotonic() < deadline, "the run did not reach its pause"
         time.sleep(0.05)
 
@@ -143,12 +145,6 @@ def local_run(object_corpus, tmp_path_factory):
     return out, time.monotonic() - started
 
 
-@pytest.fixture(scope="module")
-def published(request, tmp_path_factory):
-    """{store name: (store, bucket, run's output text, seconds, request counts)}, filled by the first test."""
-    return {}
-
-
 def plant_stale_lease(store, bucket, prefix) -> dict:
     """The lock record of a run on another host whose heartbeat stopped an hour ago (its lease: 10 min)."""
     record = {"run_id": "20261201T000000Z-5ta1e0ff", "host": OTHER_HOST, "pid": 4242, "pid_start": "777",
@@ -157,26 +153,57 @@ def plant_stale_lease(store, bucket, prefix) -> dict:
     return record
 
 
-# --------------------------------------------------------------------------
-# The whole run on each store
-# --------------------------------------------------------------------------
-@pytest.mark.parametrize("store_name", ["s3", "gcs"])
-def test_the_whole_run_on_each_store_equals_the_local_run(request, store_name, local_run, published, tmp_path,
-                                                          monkeypatch, object_corpus):
+@dataclasses.dataclass
+class Published:
+    """One store's whole run into ``bucket/v1``, through the store's counting proxy."""
+    store: object
+    bucket: str
+    code: int
+    output: str
+    seconds: float
+    counts: dict
+    stale: dict                 # the lease of another host's run the output held before
+
+
+def publish_on(request, store_name: str, log: Path) -> Published:
     store = request.getfixturevalue(f"{store_name}_corpus")
-    proxy = request.getfixturevalue(f"{store_name}_faults")
+    proxy = request.getfixturevalue(f"{store_name}_proxy")
     if store_name == "s3":
         store = store.through(proxy)             # every request counted (the GCS store is behind its proxy)
     bucket = unique_bucket("published")
     store.make_bucket(bucket)
     stale = plant_stale_lease(store, bucket, "v1")
+    proxy.set_faults([])
     proxy.reset()
     started = time.monotonic()
     code, output = run(store, ["--input", store.url(CORPUS_BUCKET, "segmentation/manifest.csv"),
-                               "--output", store.url(bucket, "v1"), *COMMON], tmp_path / "run.log")
-    seconds = time.monotonic() - started
-    counts = proxy.counts()
-    assert code == 0, output[-6000:]
+                               "--output", store.url(bucket, "v1"), *COMMON], log)
+    return Published(store, bucket, code, output, time.monotonic() - started, proxy.counts(), stale)
+
+
+@pytest.fixture(scope="module")
+def published(request, tmp_path_factory):
+    """``published(store_name)``: that store's whole run, made once per module (the kill test starts from it)."""
+    runs = {}
+
+    def get(store_name: str) -> Published:
+        if store_name not in runs:
+            log = tmp_path_factory.mktemp(f"published-{store_name}") / "run.log"
+            runs[store_name] = publish_on(request, store_name, log)
+        return runs[store_name]
+    return get
+
+
+# --------------------------------------------------------------------------
+# The whole run on each store
+# --------------------------------------------------------------------------
+@pytest.mark.parametrize("store_name", ["s3", "gcs"])
+def test_the_whole_run_on_each_store_equals_the_local_run(store_name, local_run, published, tmp_path,
+                                                          object_corpus):
+    result = published(store_name)
+    store, bucket, output = result.store, result.bucket, result.output
+    assert result.code == 0, output[-6000:]
+    stale = result.stale
     assert (f"taking over the stale lock of run {stale['run_id']} (host {OTHER_HOST}, pid 4242, started "
             f"{stale['started']}): no heartbeat for 36") in output
 
@@ -194,10 +221,11 @@ def test_the_whole_run_on_each_store_equals_the_local_run(request, store_name, l
     verified = verify_cli(store, store.url(bucket, "v1"))
     assert verified.returncode == 0, verified.stderr[-3000:]
     assert verified.stdout.startswith(f"OK: {len(manifest['files'])} files")
-    inputs = manifest["counts"]["discovered"] if isinstance(manifest["counts"].get("discovered"), int) else 36
-    print(f"\n{store_name}: {seconds:.1f} s (local {local_seconds:.1f} s); requests {dict(sorted(counts.items()))}; "
-          f"per input ({inputs}): " + ", ".join(f"{k} {v / inputs:.2f}" for k, v in sorted(counts.items())))
-    published[store_name] = (store, bucket, manifest)
+    inputs = manifest["counts"]["discovered"]
+    counts = result.counts
+    print(f"\n{store_name}: {result.seconds:.1f} s (local {local_seconds:.1f} s); requests "
+          f"{dict(sorted(counts.items()))}; per input ({inputs}): "
+          + ", ".join(f"{kind} {number / inputs:.2f}" for kind, number in sorted(counts.items())))
 
 
 def test_gcs_a_live_lock_holder_refuses_a_second_run_and_a_killed_ones_is_taken_over(gcs_corpus, tmp_path):
@@ -254,9 +282,10 @@ lock.release()
 # --------------------------------------------------------------------------
 def test_s3_killed_overwrite_keeps_the_dataset_and_the_next_run_replaces_it(
         s3_store, published, local_run, object_corpus, tmp_path, monkeypatch):
-    if "s3" not in published:
-        pytest.fail("needs the published S3 output of test_the_whole_run_on_each_store_equals_the_local_run[s3]")
-    _, bucket, first = published["s3"]
+    result = published("s3")
+    assert result.code == 0, result.output[-6000:]
+    bucket = result.bucket
+    first = json.loads(s3_store.get(bucket, "v1/manifest.json"))
     store = s3_store                                # straight to the server: the proxy only adds latency here
     output = store.url(bucket, "v1")
     args = ["--input", store.url(CORPUS_BUCKET, "segmentation/manifest.csv"), "--output", output, "--overwrite",
