@@ -234,9 +234,10 @@ def test_gcs_a_live_lock_holder_refuses_a_second_run_and_a_killed_ones_is_taken_
     bucket = unique_bucket("locked")
     store.make_bucket(bucket)
     output = store.url(bucket, "v1")
-    holder = subprocess.Popen([sys.executable, "-c", HOLD, output, "20261201T010000Z-0000aaaa", *store.flags()],
-                              cwd=ROOT, env=subprocess_env(store), stdout=subprocess.PIPE,
-                              stderr=open(tmp_path / "holder.log", "w"), text=True, start_new_session=True)
+    with open(tmp_path / "holder.log", "w") as holder_log:
+        holder = subprocess.Popen([sys.executable, "-c", HOLD, output, "20261201T010000Z-0000aaaa", *store.flags()],
+                                  cwd=ROOT, env=subprocess_env(store), stdout=subprocess.PIPE, stderr=holder_log,
+                                  text=True, start_new_session=True)
     try:
         assert holder.stdout.readline().strip() == "HELD"
         code, text = run(store, ["--input", store.url(CORPUS_BUCKET, "segmentation/manifest.csv"), "--output", output,
