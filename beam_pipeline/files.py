@@ -62,7 +62,11 @@ def sha256(path: str) -> str:
 
 
 def list_files(folder: str) -> Dict[str, int]:
-    """``{path relative to folder: size}`` of every file below ``folder`` (none when it does not exist)."""
+    """``{path relative to folder: size}`` of every file below ``folder`` (none when it does not exist).
+
+    Objects whose name ends in ``/`` are not files: TensorFlow writes such empty directory markers on
+    gs:// (``transform/metadata/``), where a local disk has a folder.
+    """
     try:
         results = FileSystems.match([paths.join(folder, "**")])
     except BeamIOError:
@@ -71,7 +75,7 @@ def list_files(folder: str) -> Dict[str, int]:
     for result in results:
         for metadata in result.metadata_list:
             relative = paths.relative_to(folder, metadata.path)
-            if relative is not None:
+            if relative is not None and not metadata.path.endswith("/"):
                 found[relative] = metadata.size_in_bytes
     return found
 

@@ -15,8 +15,9 @@ turns into :class:`RunRefused` for the launcher.
 import dataclasses
 
 import apache_beam as beam
+from apache_beam.io import textio
 
-from beam_pipeline import files, phases
+from beam_pipeline import files, phases, storage
 from beam_pipeline.core import digests, layout, paths
 from beam_pipeline.core.manifest import build_manifest, count_outcomes
 from beam_pipeline.core.records import FILTERED, Outcome, Refusal
@@ -44,9 +45,28 @@ def _to_json(outcome: Outcome) -> str:
     return outcome.to_json()
 
 
+class _JsonLinesSink(textio._TextSink):  # noqa: SLF001 - WriteToText's sink, opened through storage
+    """Beam's text sink, whose files may be empty on s3:// too (storage.create_for_write)."""
+
+    def open(self, temp_path):
+        return storage.create_for_write(temp_path, self.mime_type, self.compression_type)
+
+
+class _WriteJsonLines(beam.io.WriteToText):
+    """``lines | _WriteJsonLines(prefix)``: one ``PREFIX-00000-of-00001.jsonl``, empty when no line comes.
+
+    Beam writes that empty file on every filesystem but s3:// (apache/beam#21369); its sink here
+    writes it there too, so a clean corpus publishes the same files on every store.
+    """
+
+    def __init__(self, prefix: str):
+        super().__init__(prefix)
+        self._sink = _JsonLinesSink(prefix, file_name_suffix=".jsonl", num_shards=1,
+                                    shard_name_template="-SSSSS-of-NNNNN")
+
+
 def _jsonl_files(lines, label: str, prefix: str):
-    return lines | label >> beam.io.WriteToText(prefix, file_name_suffix=".jsonl", num_shards=1,
-                                                shard_name_template="-SSSSS-of-NNNNN")
+    return lines | label >> _WriteJsonLines(prefix)
 
 
 def read_result(data_dir: str) -> dict:

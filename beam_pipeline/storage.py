@@ -9,6 +9,9 @@
   is raised again so that the runner retries the work instead of rejecting good input.
 * :func:`create_empty`: an empty file. Beam's S3 writer cannot write one (apache/beam#21369: it
   completes a multipart upload with no part, which S3 refuses), so s3:// gets a plain PutObject.
+* :func:`create_for_write`: a write handle that may stay empty; on s3:// Beam's writer is opened at
+  the first byte, and a handle closed without any becomes an empty object (:func:`create_empty`).
+  Beam's text sinks write through it (the rejects and class-index files, empty on a clean corpus).
 * :func:`copy_tree`: a local folder to any filesystem, with the SHA-256 of every file, each object
   read back and compared before the copy counts as done.
 * Retries: botocore retries each S3 request (``standard`` mode: exponential backoff with jitter on
@@ -143,6 +146,46 @@ def create_empty(path: str) -> None:
     from apache_beam.io.aws.s3io import parse_s3_path
     bucket, key = parse_s3_path(path)
     _s3io(path).client.client.put_object(Bucket=bucket, Key=key, Body=b"")
+
+
+class _OpenAtFirstWrite:
+    """A write handle on ``path`` that opens Beam's writer only when the first byte comes.
+
+    Closed without a byte written, it leaves an empty object (one PutObject) instead of the multipart
+    upload with no part that Beam's S3 writer would try to complete and S3 refuses.
+    """
+
+    def __init__(self, path: str, mime_type: str, compression_type: str):
+        self._args = (path, mime_type, compression_type)
+        self._writer = None
+        self.closed = False
+
+    def write(self, data: bytes) -> int:
+        if not data:
+            return 0
+        if self._writer is None:
+            self._writer = FileSystems.create(*self._args)
+        return self._writer.write(data)
+
+    def flush(self) -> None:
+        if self._writer is not None:
+            self._writer.flush()
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        if self._writer is None:
+            create_empty(self._args[0])
+        else:
+            self._writer.close()
+
+
+def create_for_write(path: str, mime_type: str = "application/octet-stream", compression_type: str = "auto"):
+    """``FileSystems.create``, except that an s3:// file may be closed with nothing written (then it is empty)."""
+    if path.startswith(S3_SCHEME):
+        return _OpenAtFirstWrite(path, mime_type, compression_type)
+    return FileSystems.create(path, mime_type, compression_type)
 
 
 def _sha256_of(path: str) -> Tuple[str, int]:

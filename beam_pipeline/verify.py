@@ -5,7 +5,9 @@ class-index files, report.html, stats/<split>.tfrecord) must be in the version f
 names, with its size and SHA-256; a file in that folder that the manifest does not list is an error
 too. Prints one line per problem and a summary; exits 0 when the dataset is intact, 1 when a file
 is missing, extra, or differs, and 2 when OUTPUT_DIR holds no published dataset. Reads through
-Beam's FileSystems: OUTPUT_DIR may be local, gs:// or s3://.
+Beam's FileSystems: OUTPUT_DIR may be local, gs:// or s3://. Beam's own options after OUTPUT_DIR
+configure those filesystems as they do the pipeline (``--s3_endpoint_url``, ``--s3_region_name``,
+``--project``, ...); without them S3 takes boto3's default chain (environment, ~/.aws, instance role).
 """
 
 import argparse
@@ -73,6 +75,21 @@ def render(result: Verification) -> str:
     return "\n".join(lines)
 
 
+def _set_filesystem_options(beam_args: List[str]) -> Optional[str]:
+    """Give Beam's filesystems their options (S3 needs some to start at all); the problem with them, or None."""
+    from apache_beam.io.filesystems import FileSystems
+    from apache_beam.options.pipeline_options import PipelineOptions
+    from beam_pipeline.launch import check_known_options
+    from beam_pipeline.options import CorpusOptionsError
+    options = PipelineOptions(beam_args)
+    try:
+        check_known_options(beam_args, options)
+    except CorpusOptionsError as error:
+        return str(error)
+    FileSystems.set_options(options)
+    return None
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m beam_pipeline.verify",
@@ -81,8 +98,13 @@ def main(argv=None) -> int:
                     "intact; 1: a file is missing, extra or differs; 2: no published dataset. OUTPUT_DIR may be "
                     "local, gs:// or s3://.")
     parser.add_argument("output_dir", metavar="OUTPUT_DIR", help="the pipeline's --output folder")
-    args = parser.parse_args(argv)
+    parser.epilog = ("Beam's filesystem options may follow OUTPUT_DIR, as for the pipeline: --s3_endpoint_url, "
+                     "--s3_region_name, --s3_access_key_id, --project, ...")
+    args, beam_args = parser.parse_known_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    problem = _set_filesystem_options(beam_args)
+    if problem:
+        parser.error(problem)
     result = verify(args.output_dir)
     print(render(result), file=sys.stdout if result.ok else sys.stderr)
     if result.error:

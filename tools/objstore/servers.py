@@ -153,7 +153,11 @@ class FaultProxy(Server):
         self._call("faults", rules)
 
     def faults_injected(self) -> Dict[str, int]:
-        return {rule["kind"]: rule["failed"] for rule in self._call("faults")["rules"]}
+        """Requests failed so far, by operation (the rules of one operation added up)."""
+        failed: Dict[str, int] = {}
+        for rule in self._call("faults")["rules"]:
+            failed[rule["kind"]] = failed.get(rule["kind"], 0) + rule["failed"]
+        return failed
 
 
 def start_tls_route(upstream: str, log_dir: str):
