@@ -79,7 +79,7 @@ def _set_filesystem_options(beam_args: List[str]) -> Optional[str]:
     """Give Beam's filesystems their options (S3 needs some to start at all); the problem with them, or None."""
     from apache_beam.io.filesystems import FileSystems
     from apache_beam.options.pipeline_options import PipelineOptions
-    from beam_pipeline.launch import check_known_options
+    from beam_pipeline.options import check_known_options
     from beam_pipeline.options import CorpusOptionsError
     options = PipelineOptions(beam_args)
     try:
