@@ -44,4 +44,6 @@ def test_one_pairs_path_has_at_most_five_files_and_no_revisit(listing, row):
     assert result.files == ["beam_pipeline/pairs.py", "beam_pipeline/listing.py", "beam_pipeline/core/selection.py",
                             "beam_pipeline/core/validation.py", "beam_pipeline/core/example.py"]
     assert result.revisits == []
+    # Image and mask opened through the file-access layer at check, and again at record (digests compared).
+    assert result.reads == ["check", "check", "record", "record"]
     assert "beam_pipeline/core/checks.py" in result.footprint      # the decoding, below validation and records

@@ -11,6 +11,13 @@ under ``sys.setprofile``, and prints:
   work to (every call made directly from pairs.py into another product file),
   in order, with consecutive calls into one file counted as one visit. A file
   that appears again after another file is a revisit: the pair went back.
+* the reads: calls from pairs.py into the product's file-access layer
+  (beam_pipeline/storage.py: what Beam's FileSystems does not do for reads,
+  such as one S3 client per thread and telling a missing object from a refused
+  one). It plays the part FileSystems played before object stores were
+  supported, and is listed apart from the path: each file of a pair is read
+  at check and read again at record (the shuffle moves metadata, not pixels),
+  so it is entered twice by design.
 * the footprint: every product file entered at any depth (helpers included),
   with the number of calls into it.
 
@@ -34,6 +41,7 @@ from beam_pipeline.specs import LISTING, CheckSpec, DiscoverSpec, SelectSpec
 PRODUCT = os.path.dirname(os.path.dirname(os.path.abspath(beam_pipeline.__file__)))
 PACKAGES = ("beam_pipeline", "trainer")
 SPINE = os.path.abspath(pairs.__file__)
+IO_LAYER = ("beam_pipeline/storage.py",)
 
 
 @dataclasses.dataclass
@@ -41,6 +49,7 @@ class PairPath:
     path: List[str]                    # files pairs.py hands the work to, in order (consecutive calls merged)
     footprint: Dict[str, int]          # every product file entered, with its number of calls
     written: bool                      # the pair ended as a record (not an Outcome or Rejection)
+    reads: List[str] = dataclasses.field(default_factory=list)   # the step of each file opened via IO_LAYER
 
     @property
     def files(self) -> List[str]:
@@ -66,7 +75,9 @@ def trace_pair(listing: str, num_classes: int, task: str = "segmentation", row: 
     select_spec = SelectSpec(parse_split("train=0.8,val=0.1,test=0.1"))
     check_spec = CheckSpec(task, Limits(num_classes=num_classes))
     path: List[str] = []
+    reads: List[str] = []
     footprint: Dict[str, int] = collections.Counter()
+    step = ["discover"]
 
     def profile(frame, event, _):
         if event != "call" or not _is_product(frame.f_code.co_filename):
@@ -75,7 +86,10 @@ def trace_pair(listing: str, num_classes: int, task: str = "segmentation", row: 
         footprint[name] += 1
         caller = frame.f_back
         if caller is not None and os.path.abspath(caller.f_code.co_filename) == SPINE and name != _relative(SPINE):
-            if not path or path[-1] != name:
+            if name in IO_LAYER:
+                if frame.f_code.co_name == "open_for_read":
+                    reads.append(step[0])
+            elif not path or path[-1] != name:
                 path.append(name)
 
     sys.setprofile(profile)
@@ -87,14 +101,17 @@ def trace_pair(listing: str, num_classes: int, task: str = "segmentation", row: 
                 break
         written = False
         if item is not None and not isinstance(item, Outcome):
+            step[0] = "select"
             selected = pairs.select(item, select_spec)
             if not isinstance(selected, Outcome):
+                step[0] = "check"
                 checked, _ = pairs.check(selected, check_spec)
                 if not hasattr(checked, "reason"):
+                    step[0] = "record"
                     written = not hasattr(pairs.record(checked, check_spec), "reason")
     finally:
         sys.setprofile(None)
-    return PairPath(path, dict(footprint), written)
+    return PairPath(path, dict(footprint), written, reads)
 
 
 def render(result: PairPath) -> str:
@@ -102,6 +119,8 @@ def render(result: PairPath) -> str:
              + " -> ".join([_relative(SPINE)] + result.path),
              f"  {len(result.files)} product files on the path (the per-pair module included), "
              f"revisited: {', '.join(result.revisits) or 'none'}",
+             f"files opened through {', '.join(IO_LAYER)}: {len(result.reads)} "
+             f"({', '.join(f'{n} at {s}' for s, n in collections.Counter(result.reads).items()) or 'none'})",
              f"footprint: {len(result.footprint)} product files entered at any depth (calls):"]
     lines += [f"  {name:<40} {count:>6}" for name, count in sorted(result.footprint.items())]
     return "\n".join(lines)
