@@ -142,7 +142,7 @@ def test_class_uniform_crops_find_the_rare_class_more_often(artifacts):
         config = InputConfig(batch_size=16, crop=(48, 48), crop_sampling=mode, augment=False, shuffle_buffer=64)
         tf.random.set_seed(7)
         rare = total = 0
-        for _, masks in make_dataset(artifacts, "train", config).take(40):
+        for _, masks in make_dataset(artifacts, "train", config).take(120):
             rare += int((masks.numpy() == rarest).sum())
             total += masks.numpy().size
         return rare / total
