@@ -163,6 +163,7 @@ class Published:
     seconds: float
     counts: dict
     stale: dict                 # the lease of another host's run the output held before
+    log: list                   # [method, path, operation, status] of every request the proxy saw
 
 
 def publish_on(request, store_name: str, log: Path) -> Published:
@@ -178,7 +179,7 @@ def publish_on(request, store_name: str, log: Path) -> Published:
     started = time.monotonic()
     code, output = run(store, ["--input", store.url(CORPUS_BUCKET, "segmentation/manifest.csv"),
                                "--output", store.url(bucket, "v1"), *COMMON], log)
-    return Published(store, bucket, code, output, time.monotonic() - started, proxy.counts(), stale)
+    return Published(store, bucket, code, output, time.monotonic() - started, proxy.counts(), stale, proxy.log())
 
 
 @pytest.fixture(scope="module")
@@ -226,6 +227,27 @@ def test_the_whole_run_on_each_store_equals_the_local_run(store_name, local_run,
     print(f"\n{store_name}: {result.seconds:.1f} s (local {local_seconds:.1f} s); requests "
           f"{dict(sorted(counts.items()))}; per input ({inputs}): "
           + ", ".join(f"{kind} {number / inputs:.2f}" for kind, number in sorted(counts.items())))
+
+
+def test_s3_reads_of_the_corpus_match_the_request_model_of_plan(published, local_run):
+    """--plan's request estimate (core/plan.object_store_requests, README "Cost per TB") against the reads the
+    proxy counted on the corpus's image and mask objects during the whole S3 run."""
+    from beam_pipeline.core.plan import object_store_requests
+    result = published("s3")
+    assert result.code == 0, result.output[-6000:]
+    listing = "/" + CORPUS_BUCKET + "/segmentation/manifest.csv"
+    reads = [entry for entry in result.log if entry[1].startswith(f"/{CORPUS_BUCKET}/") and entry[1] != listing
+             and entry[2] in ("GET", "HEAD")]
+    manifest = manifest_of(local_run[0])
+    counts = manifest["counts"]
+    model = object_store_requests(
+        files_per_pair=2, validated_pairs=counts["discovered"] - counts["filtered_out"]["total"],
+        written_records=sum(shard["records"] for entry in manifest["splits"].values() for shard in entry["shards"]),
+        listed_objects=0, shard_sizes=[], input_bytes=1, output_scheme="s3://")
+    print(f"\ncorpus reads counted {len(reads)}, modelled {model['gets']} "
+          f"({model['validation_gets']} validating, {model['reread_gets']} re-reading)")
+    # The model counts 2 requests per file opened; broken inputs open fewer (a missing image skips its mask).
+    assert abs(len(reads) - model["gets"]) <= 0.1 * model["gets"], (len(reads), model)
 
 
 def test_gcs_a_live_lock_holder_refuses_a_second_run_and_a_killed_ones_is_taken_over(gcs_corpus, tmp_path):
