@@ -53,6 +53,23 @@ def segmentation_run(corpus_dir, tmp_path_factory):
     return out, completed
 
 
+# The options of every whole run on the object-store corpus (tests/objstore_fixtures.py): it is small and has
+# one input of each broken kind, so the reject gate stays off.
+OBJECT_RUN_OPTIONS = ["--num_classes", str(NUM_CLASSES), "--target_shard_bytes", "2000000",
+                      "--max_reject_fraction", "1"]
+
+
+@pytest.fixture(scope="session")
+def object_local_run(object_corpus, tmp_path_factory):
+    """(output folder, seconds): the object-store corpus's listing on local disk with OBJECT_RUN_OPTIONS, on the
+    DirectRunner: the reference for the runs on the S3 server and the GCS emulator (DirectRunner and Flink)."""
+    import time
+    out = tmp_path_factory.mktemp("objstore-local") / "out"
+    started = time.monotonic()
+    run_cli("--input", object_corpus / "segmentation" / "manifest.csv", "--output", out, *OBJECT_RUN_OPTIONS)
+    return out, time.monotonic() - started
+
+
 def manifest_of(out) -> dict:
     import json
     return json.loads((out / "manifest.json").read_text())

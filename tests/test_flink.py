@@ -19,9 +19,19 @@ What must be equal, and how:
   suffixes TensorFlow appends to traced function names (a per-process counter, e.g.
   ``__inference_signature_wrapper_907`` vs ``_2115``), so both graphs are applied to the same
   records and must give the same tensors.
+
+One cluster and worker pool serve two jobs: the sample corpus on local disk (above, against conftest's
+segmentation_run), and the object-store corpus read from the S3 server (moto, tests/objstore_fixtures.py)
+and published to another bucket. That one must equal the same corpus's DirectRunner run on local disk
+byte for byte (conftest.assert_same_outputs, as in tests/test_objstore_pipeline.py), and
+``python -m beam_pipeline.verify`` must pass on it. The S3 endpoint and region reach the SDK workers with
+the job's pipeline options (tools/flink/sdk_boot.py); the credentials are in the worker pool's
+environment, as on a TaskManager host. tf.Transform writes on this machine's disk and its output is
+copied to the bucket: the workers share that disk, so the launcher lets it run.
 """
 
 import contextlib
+import dataclasses
 import json
 import os
 import re
@@ -35,7 +45,10 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from conftest import NUM_CLASSES, ROOT, RUN_DEPENDENT, RUN_ENTRIES, dataset_dir
+from beam_pipeline.core import layout
+from conftest import (NUM_CLASSES, OBJECT_RUN_OPTIONS, ROOT, RUN_DEPENDENT, RUN_ENTRIES, assert_same_outputs,
+                      dataset_dir, manifest_of)
+from objstore_fixtures import CORPUS_BUCKET, unique_bucket
 
 pytestmark = [pytest.mark.flink, pytest.mark.integration]
 
@@ -48,9 +61,9 @@ def _summary_seconds(stdout: str) -> float:
     return float(match.group(1)) if match else float("nan")
 
 
-def _run_pipeline(args, timeout):
+def _run_pipeline(args, timeout, env=None):
     """python -m beam_pipeline in its own process group: on a timeout the job server it started dies too."""
-    process = subprocess.Popen([sys.executable, "-m", "beam_pipeline", *map(str, args)], cwd=ROOT,
+    process = subprocess.Popen([sys.executable, "-m", "beam_pipeline", *map(str, args)], cwd=ROOT, env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         stdout, stderr = process.communicate(timeout=timeout)
@@ -64,32 +77,80 @@ def _run_pipeline(args, timeout):
     return process.returncode, stdout, stderr
 
 
+@dataclasses.dataclass
+class Cluster:
+    """The module's Flink session cluster and worker pool: the options that send a run there, and its logs."""
+    flags: list
+    log_dir: object
+
+
 @pytest.fixture(scope="module")
-def flink_run(corpus_dir, tmp_path_factory):
-    """The sample corpus on a standalone Flink cluster with the options of conftest's segmentation_run."""
+def flink_cluster(request, tmp_path_factory):
+    """One standalone Flink cluster and SDK worker pool for every job of this module.
+
+    The pool's environment holds the S3 server's credentials (boto3's variables), as a TaskManager host's
+    would; the endpoint and region come with each job's options.
+    """
     if MISSING_TOOLS:
         pytest.skip(f"{' and '.join(MISSING_TOOLS)} not on PATH: the Flink job server jar is built with Maven")
     from tools.flink import cluster
+    s3 = request.getfixturevalue("s3_store")
     started = time.monotonic()
     jar = cluster.job_server_jar()          # cached in build/flink/ after the first build
     cluster.flink_home()                    # likewise
     prepared = time.monotonic()
     work = tmp_path_factory.mktemp("flink_cluster")
-    out = tmp_path_factory.mktemp("flink_out")
     with cluster.FlinkCluster(str(work)) as flink, \
-            cluster.WorkerPool(str(work / "log" / "worker_pool.log")) as pool:
-        up = time.monotonic()
-        code, stdout, stderr = _run_pipeline(
-            ["--input", corpus_dir / "segmentation" / "manifest.csv", "--output", out,
-             "--num_classes", NUM_CLASSES, "--target_shard_bytes", 4_000_000,
-             *cluster.pipeline_flags(flink, pool, jar)], FLINK_RUN_TIMEOUT)
-        done = time.monotonic()
+            cluster.WorkerPool(str(work / "log" / "worker_pool.log"), env=s3.env()) as pool:
+        print(f"\nFlink: jar and distribution {prepared - started:.1f} s, "
+              f"cluster start {time.monotonic() - prepared:.1f} s")
+        yield Cluster(cluster.pipeline_flags(flink, pool, jar), work / "log")
+
+
+def _flink_job(flink_cluster, args, what, env=None):
+    """(stdout, seconds) of one python -m beam_pipeline run on the module's cluster; fails with its logs."""
+    started = time.monotonic()
+    code, stdout, stderr = _run_pipeline([*args, *flink_cluster.flags], FLINK_RUN_TIMEOUT, env)
+    seconds = time.monotonic() - started
     if code != 0:
-        raise AssertionError(f"exit {code}; Flink and worker pool logs in {work / 'log'}\n"
+        raise AssertionError(f"{what}: exit {code}; Flink and worker pool logs in {flink_cluster.log_dir}\n"
                              f"{stdout[-2000:]}\n{stderr[-5000:]}")
-    print(f"\nFlink: jar and distribution {prepared - started:.1f} s, cluster start {up - prepared:.1f} s, "
-          f"pipeline {done - up:.1f} s (its own summary: {_summary_seconds(stdout):.1f} s)")
+    print(f"\nFlink, {what}: pipeline {seconds:.1f} s (its own summary: {_summary_seconds(stdout):.1f} s)")
+    return stdout, seconds
+
+
+@pytest.fixture(scope="module")
+def flink_run(corpus_dir, flink_cluster, tmp_path_factory):
+    """The sample corpus on the Flink cluster with the options of conftest's segmentation_run."""
+    out = tmp_path_factory.mktemp("flink_out")
+    _flink_job(flink_cluster, ["--input", corpus_dir / "segmentation" / "manifest.csv", "--output", out,
+                               "--num_classes", NUM_CLASSES, "--target_shard_bytes", 4_000_000], "local disk")
     return out
+
+
+@dataclasses.dataclass
+class S3Run:
+    """The object-store corpus from the S3 server through the Flink cluster, published to ``bucket/v1``."""
+    store: object
+    bucket: str
+    copy: object                # the published output, downloaded with boto3
+    stdout: str
+    seconds: float
+
+
+@pytest.fixture(scope="module")
+def flink_s3_run(s3_corpus, flink_cluster, tmp_path_factory):
+    from tools.objstore.stores import subprocess_env
+    store = s3_corpus
+    bucket = unique_bucket("flink-published")
+    store.make_bucket(bucket)
+    stdout, seconds = _flink_job(
+        flink_cluster, ["--input", store.url(CORPUS_BUCKET, "segmentation/manifest.csv"),
+                        "--output", store.url(bucket, "v1"), *OBJECT_RUN_OPTIONS, *store.flags()],
+        "S3 to S3", subprocess_env(store))
+    copy = tmp_path_factory.mktemp("flink_s3_copy")
+    store.download_tree(bucket, "v1", copy)
+    return S3Run(store, bucket, copy, stdout, seconds)
 
 
 @pytest.fixture(scope="module")
@@ -168,3 +229,27 @@ def test_transform_output_is_equivalent(both):
         assert expected.keys() == actual.keys()
         for key in expected:
             assert np.array_equal(expected[key], actual[key]), key
+
+
+def test_s3_to_s3_on_flink_equals_the_local_direct_run(flink_s3_run, object_local_run, object_corpus):
+    run, store = flink_s3_run, flink_s3_run.store
+    local_out, local_seconds = object_local_run
+    print(f"\nS3 to S3 on Flink {run.seconds:.1f} s; the same corpus on local disk, DirectRunner {local_seconds:.1f} s")
+    assert_same_outputs(local_out, run.copy,
+                        input_roots=(str(object_corpus), store.url(CORPUS_BUCKET).rstrip("/")))
+    manifest = manifest_of(run.copy)
+    assert manifest["options"]["runner"] == "FlinkRunner"
+    assert manifest["options"]["output"] == store.url(run.bucket, "v1")
+    assert manifest["counts"]["written"] == 24
+    # manifest.json lists every object of its version folder; the lock is released, no upload left open
+    data = f"v1/{manifest['data_dir']}/"
+    assert sorted(key[len(data):] for key in store.keys(run.bucket, data) if not key.endswith("/")) == \
+        sorted(manifest["files"])
+    assert f"v1/{layout.LOCK}" not in store.keys(run.bucket, "v1/")
+    assert store.incomplete_uploads(run.bucket) == []
+    from tools.objstore.stores import subprocess_env
+    verified = subprocess.run([sys.executable, "-m", "beam_pipeline.verify", store.url(run.bucket, "v1"),
+                               *store.flags()], cwd=ROOT, capture_output=True, text=True,
+                              env=subprocess_env(store), timeout=FLINK_RUN_TIMEOUT)
+    assert verified.returncode == 0, verified.stderr[-3000:]
+    assert verified.stdout.startswith(f"OK: {len(manifest['files'])} files"), verified.stdout

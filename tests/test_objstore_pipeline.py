@@ -37,13 +37,12 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from beam_pipeline import phases
 from beam_pipeline.core import layout
-from conftest import NUM_CLASSES, ROOT, assert_same_outputs, manifest_of, run_cli
+from conftest import OBJECT_RUN_OPTIONS, ROOT, assert_same_outputs, manifest_of, run_cli
 from objstore_fixtures import CORPUS_BUCKET, unique_bucket
 from tools.objstore.stores import apply_env, subprocess_env
 
 RUN_TIMEOUT = 600
-# The object-store corpus is small and has one input of each broken kind: the reject gate stays off.
-COMMON = ["--num_classes", str(NUM_CLASSES), "--target_shard_bytes", "2000000", "--max_reject_fraction", "1"]
+COMMON = OBJECT_RUN_OPTIONS
 FOLDER_INPUT = ["--image_glob", "images/*", "--mask_template", "masks/{stem}.png"]
 FILLERS = 1001          # objects listed before the images, so that their listing spans two S3 pages
 OTHER_HOST = "build-host-7"
@@ -137,12 +136,9 @@ def published_files(store, bucket, prefix, manifest):
 # Fixtures: the local runs everything is compared with, and each store's published output
 # --------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def local_run(object_corpus, tmp_path_factory):
-    """The corpus's listing on local disk: the reference for every store."""
-    out = tmp_path_factory.mktemp("objstore-local") / "out"
-    started = time.monotonic()
-    run_cli("--input", object_corpus / "segmentation" / "manifest.csv", "--output", out, *COMMON)
-    return out, time.monotonic() - started
+def local_run(object_local_run):
+    """The corpus's listing on local disk: the reference for every store (shared with test_flink.py)."""
+    return object_local_run
 
 
 def plant_stale_lease(store, bucket, prefix) -> dict:

@@ -39,7 +39,7 @@ import tempfile
 import time
 import urllib.request
 import zipfile
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.path.join(ROOT, "build", "flink")
@@ -310,11 +310,16 @@ class WorkerPool:
     Its SDK workers are processes started through ``tools/flink/sdk_boot.py``, which gives them the
     job's pipeline options as Beam's SDK container does (a bare pool gives none, and Beam's s3://
     filesystem then fails in every worker). This interpreter's folder goes first on PATH, and the
-    repository root on PYTHONPATH (the code under test, not an installed copy).
+    repository root on PYTHONPATH (the code under test, not an installed copy). ``env`` adds variables
+    for the pool and its workers, as a TaskManager host's environment would hold them: object-store
+    credentials, for example (boto3 reads AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY there; the
+    endpoint and region travel with the job's options).
     """
 
-    def __init__(self, log_path: Optional[str] = None, python: str = sys.executable):
+    def __init__(self, log_path: Optional[str] = None, python: str = sys.executable,
+                 env: Optional[Dict[str, str]] = None):
         self.python = python
+        self.env = dict(env or {})
         self.log_path = log_path or os.path.join(tempfile.mkdtemp(prefix="beam-worker-pool-"), "worker_pool.log")
         self.port: Optional[int] = None
         self.process: Optional[subprocess.Popen] = None
@@ -325,7 +330,7 @@ class WorkerPool:
 
     def start(self, timeout: float = 60) -> "WorkerPool":
         self.port = free_port()
-        env = dict(os.environ)
+        env = dict(os.environ, **self.env)
         env["PATH"] = os.path.dirname(self.python) + os.pathsep + env.get("PATH", "")
         env["PYTHONPATH"] = ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
