@@ -27,6 +27,7 @@ def test_unit_that_skips():
 
 def run_suite(folder, ci):
     env = {k: v for k, v in os.environ.items() if k != "CI"}
+    env["PYTHONPATH"] = os.path.dirname(HERE)           # the copy's imports (tools.objstore) from this checkout
     if ci:
         env["CI"] = "true"
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA", str(folder)],
@@ -34,7 +35,8 @@ def run_suite(folder, ci):
 
 
 def test_integration_skips_fail_under_ci_and_only_there(tmp_path):
-    shutil.copy(os.path.join(HERE, "conftest.py"), tmp_path / "conftest.py")
+    for name in ("conftest.py", "objstore_fixtures.py"):        # conftest imports the object-store fixtures
+        shutil.copy(os.path.join(HERE, name), tmp_path / name)
     shutil.copy(os.path.join(HERE, "..", "pytest.ini"), tmp_path / "pytest.ini")
     (tmp_path / "test_skips.py").write_text(TESTS)
     local = run_suite(tmp_path, ci=False)
