@@ -14,6 +14,7 @@ from PIL import Image
 
 from beam_pipeline.core import checks, decode, masks, reasons
 from beam_pipeline.core.checks import Limits, Rejection
+from tools.mutations import chunk, chunks
 
 LIMITS = Limits(num_classes=3, ignore_label=255, max_pixels=10_000)
 RGB = (np.arange(6 * 5 * 3, dtype=np.uint8).reshape(6, 5, 3) * 7)
@@ -32,21 +33,6 @@ def jpeg(array, **save):
     out = io.BytesIO()
     Image.fromarray(array).save(out, format="JPEG", quality=90, **save)
     return out.getvalue()
-
-
-def chunks(data):
-    """[(type, payload)] of a PNG, read by hand."""
-    out, position = [], 8
-    while position + 8 <= len(data):
-        length, kind = struct.unpack(">I4s", data[position:position + 8])
-        out.append((kind, data[position + 8:position + 8 + length]))
-        position += 12 + length
-    return out
-
-
-def chunk(kind, payload, crc=None):
-    crc = zlib.crc32(kind + payload) if crc is None else crc
-    return struct.pack(">I", len(payload)) + kind + payload + struct.pack(">I", crc)
 
 
 def assemble(parts):

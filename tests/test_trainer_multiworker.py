@@ -35,17 +35,25 @@ def free_ports(count):
             sock.close()
 
 
-def run_workers(args, log_dir):
-    """Start one process per worker and wait for all; a worker that fails or hangs gets the others killed."""
-    cluster = {"worker": [f"localhost:{port}" for port in free_ports(WORKERS)]}
+def run_cluster(tasks, args, log_dir, environment=None):
+    """One `python -m trainer` per (job, index) of one TF_CONFIG cluster; a task that fails or hangs gets the
+    others killed. ``environment`` is TF_CONFIG's (Vertex AI sets "cloud"). Returns the exit codes and the
+    logs, in the order of ``tasks``.
+    """
+    addresses = iter(f"localhost:{port}" for port in free_ports(len(tasks)))
+    cluster = {}
+    for job, _ in tasks:
+        cluster.setdefault(job, []).append(next(addresses))
     processes, logs = [], []
     try:
-        for index in range(WORKERS):
-            env = dict(os.environ,
-                       TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}}),
+        for job, index in tasks:
+            tf_config = {"cluster": cluster, "task": {"type": job, "index": index}}
+            if environment:
+                tf_config["environment"] = environment
+            env = dict(os.environ, TF_CONFIG=json.dumps(tf_config),
                        CUDA_VISIBLE_DEVICES="-1",             # CPU only, and few threads on a shared machine.
                        TF_NUM_INTRAOP_THREADS="1", TF_NUM_INTEROP_THREADS="2", OMP_NUM_THREADS="1")
-            logs.append(log_dir / f"worker{index}.log")
+            logs.append(log_dir / f"{job}{index}.log")
             with open(logs[-1], "w") as log:
                 processes.append(subprocess.Popen([sys.executable, "-m", "trainer", *args], cwd=ROOT, env=env,
                                                   stdout=log, stderr=subprocess.STDOUT))
@@ -71,7 +79,7 @@ def two_workers(segmentation_run, tmp_path_factory):
             "--steps_per_epoch", str(STEPS), "--global_batch_size", "4", "--crop", "32,32", "--depth", str(DEPTH),
             "--width", str(WIDTH), "--validation_steps", "1", "--learning_rate", "0.01", "--shuffle_buffer", "8"]
     started = time.monotonic()
-    codes, logs = run_workers(args, job_dir.parent)
+    codes, logs = run_cluster([("worker", index) for index in range(WORKERS)], args, job_dir.parent)
     seconds = time.monotonic() - started
     print(f"two workers took {seconds:.0f} s")
     for index, (code, log) in enumerate(zip(codes, logs)):

@@ -7,57 +7,17 @@ weights bit for bit), and only the chief may write the shared outputs in --job_d
 """
 
 import json
-import os
-import subprocess
-import sys
 import time
 
 import numpy as np
 import pytest
 
-from conftest import ROOT
-from test_trainer_multiworker import free_ports, h5_arrays
+from test_trainer_multiworker import h5_arrays, run_cluster
 
 TASKS = (("chief", 0), ("worker", 0))
-TIMEOUT_S = 300
 ARGS = ["--strategy", "auto", "--epochs", "1", "--steps_per_epoch", "3", "--global_batch_size", "4",
         "--crop", "32,32", "--depth", "1", "--width", "4", "--validation_steps", "1", "--learning_rate", "0.01",
         "--shuffle_buffer", "8"]
-
-
-def run_cluster(tasks, args, log_dir):
-    """One `python -m trainer` per (job, index) of one TF_CONFIG cluster; a task that fails gets the rest killed.
-
-    Returns the exit codes and the logs, in the order of ``tasks``.
-    """
-    addresses = iter(f"localhost:{port}" for port in free_ports(len(tasks)))
-    cluster = {}
-    for job, _ in tasks:
-        cluster.setdefault(job, []).append(next(addresses))
-    processes, logs = [], []
-    try:
-        for job, index in tasks:
-            env = dict(os.environ,
-                       TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": job, "index": index},
-                                             "environment": "cloud"}),
-                       CUDA_VISIBLE_DEVICES="-1",             # CPU only, and few threads on a shared machine.
-                       TF_NUM_INTRAOP_THREADS="1", TF_NUM_INTEROP_THREADS="2", OMP_NUM_THREADS="1")
-            logs.append(log_dir / f"{job}{index}.log")
-            with open(logs[-1], "w") as log:
-                processes.append(subprocess.Popen([sys.executable, "-m", "trainer", *args], cwd=ROOT, env=env,
-                                                  stdout=log, stderr=subprocess.STDOUT))
-        deadline = time.monotonic() + TIMEOUT_S
-        while time.monotonic() < deadline:
-            codes = [process.poll() for process in processes]
-            if all(code is not None for code in codes) or any(code not in (None, 0) for code in codes):
-                break
-            time.sleep(0.5)
-    finally:
-        for process in processes:
-            if process.poll() is None:
-                process.kill()
-            process.wait()
-    return [process.returncode for process in processes], [log.read_text() for log in logs]
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +25,8 @@ def vertex_run(segmentation_run, tmp_path_factory):
     out, _ = segmentation_run
     job_dir = tmp_path_factory.mktemp("vertex_job")
     started = time.monotonic()
-    codes, logs = run_cluster(TASKS, ["--data", str(out), "--job_dir", str(job_dir), *ARGS], job_dir.parent)
+    codes, logs = run_cluster(TASKS, ["--data", str(out), "--job_dir", str(job_dir), *ARGS], job_dir.parent,
+                              environment="cloud")
     seconds = time.monotonic() - started
     print(f"chief and worker took {seconds:.0f} s")
     for (job, index), code, log in zip(TASKS, codes, logs):

@@ -20,7 +20,6 @@ from beam_pipeline.report.tfrecord import read_records
 
 _LOG = logging.getLogger(__name__)
 _DECODE_BATCH = 32
-STATS_NAME = "stats.json"
 
 
 def read_json(path: str) -> dict:
