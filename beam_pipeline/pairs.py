@@ -181,17 +181,22 @@ def check(ref: PairRef, spec: CheckSpec) -> Tuple[Union[ValidPair, Rejection], i
 def record(pair: ValidPair, spec: CheckSpec) -> Union[bytes, Rejection]:
     """The serialized example: both files read again and checked against their digests.
 
-    Files that validation converted are converted again (to RGB PNG, or 8-bit
-    grey PNG), without running the checks again (core.example.pair_record).
+    Files that validation converted (to RGB PNG, or 8-bit grey PNG) are stored as
+    the bytes the pair carries, without reading them again; when it carries none
+    (too big to shuffle), they are converted again without running the checks
+    (core.example.pair_record).
     """
-    image = _read_verified(pair.ref.image, pair.image_sha256, "image", spec.max_file_bytes)
+    image = _read_verified(pair.ref.image, pair.image_sha256, "image", spec.max_file_bytes, pair.image_stored)
     if isinstance(image, Rejection) or spec.task == "classification":
         return image if isinstance(image, Rejection) else pair_record(pair, image)
-    mask = _read_verified(pair.ref.mask, pair.mask_sha256, "mask", spec.max_file_bytes)
+    mask = _read_verified(pair.ref.mask, pair.mask_sha256, "mask", spec.max_file_bytes, pair.mask_stored)
     return mask if isinstance(mask, Rejection) else pair_record(pair, image, mask)
 
 
-def _read_verified(path: str, expected_sha256: str, what: str, max_file_bytes: int) -> Union[bytes, Rejection]:
+def _read_verified(path: str, expected_sha256: str, what: str, max_file_bytes: int,
+                   carried: bytes) -> Union[bytes, Rejection]:
+    if carried:                       # the validated, converted bytes: the source file is not needed
+        return carried
     data = read_file(path, max_file_bytes, what)
     if isinstance(data, Rejection):
         return Rejection(reasons.CHANGED_SINCE_VALIDATION, data.detail)

@@ -1,0 +1,92 @@
+"""The writer's side of one pair (pairs.record) on real files: what it reads again and what it stores."""
+
+import io
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from PIL import Image
+
+from beam_pipeline import pairs
+from beam_pipeline.core import features, reasons
+from beam_pipeline.core.checks import Limits, Rejection
+from beam_pipeline.core.records import CARRIED_MAX_BYTES, PairRef, ValidPair
+from beam_pipeline.specs import CheckSpec
+
+SPEC = CheckSpec(task="segmentation", limits=Limits(num_classes=4, ignore_label=255, max_pixels=1_000_000))
+PALETTE = [0, 0, 0, 128, 0, 0, 0, 128, 0, 128, 128, 0] + [0] * (256 * 3 - 12)
+
+
+def _noise(shape, seed):
+    return np.random.default_rng(seed).integers(0, 256, size=shape, dtype=np.uint8)
+
+
+def _save(image: Image.Image, path) -> None:
+    image.save(path, format="PNG")
+
+
+def _mask_indices(h, w):
+    indices = (np.arange(h)[:, None] // 7 + np.arange(w)[None, :] // 9) % 4
+    return indices.astype(np.uint8)
+
+
+def _palette_mask(h, w) -> Image.Image:
+    mask = Image.fromarray(_mask_indices(h, w), mode="P")
+    mask.putpalette(PALETTE)
+    return mask
+
+
+def _stored(serialized: bytes, key: str) -> bytes:
+    example = tf.train.Example.FromString(serialized)
+    return example.features.feature[key].bytes_list.value[0]
+
+
+def _validated(tmp_path, image: Image.Image, mask: Image.Image) -> ValidPair:
+    _save(image, tmp_path / "a.png")
+    _save(mask, tmp_path / "a_mask.png")
+    ref = PairRef(key="a", source_id="a.png", image=str(tmp_path / "a.png"), mask=str(tmp_path / "a_mask.png"))
+    pair, _ = pairs.check(ref, SPEC)
+    assert isinstance(pair, ValidPair), pair
+    return pair
+
+
+def test_a_palette_mask_is_encoded_once_and_written_without_reading_it_again(tmp_path):
+    pair = _validated(tmp_path, Image.fromarray(_noise((60, 80, 3), 1)), _palette_mask(60, 80))
+    assert pair.mask_converted and 0 < len(pair.mask_stored) <= CARRIED_MAX_BYTES
+    (tmp_path / "a_mask.png").unlink()             # the writer does not need the source mask any more
+    serialized = pairs.record(pair, SPEC)
+    assert isinstance(serialized, bytes)
+    stored = _stored(serialized, features.MASK_ENCODED)
+    assert stored == pair.mask_stored
+    assert np.array_equal(np.asarray(Image.open(io.BytesIO(stored))), _mask_indices(60, 80))
+    assert np.array_equal(tf.io.decode_png(stored, channels=1).numpy()[..., 0], _mask_indices(60, 80))
+
+
+def test_files_stored_as_read_are_read_again_and_checked(tmp_path):
+    image = Image.fromarray(_noise((60, 80, 3), 2))
+    pair = _validated(tmp_path, image, Image.fromarray(_mask_indices(60, 80), mode="L"))
+    assert not pair.mask_converted and pair.mask_stored == b"" and pair.image_stored == b""
+    serialized = pairs.record(pair, SPEC)
+    assert _stored(serialized, features.IMAGE_ENCODED) == (tmp_path / "a.png").read_bytes()
+    assert _stored(serialized, features.MASK_ENCODED) == (tmp_path / "a_mask.png").read_bytes()
+    _save(Image.fromarray(_noise((60, 80, 3), 3)), tmp_path / "a.png")   # changed after validation
+    changed = pairs.record(pair, SPEC)
+    assert isinstance(changed, Rejection) and changed.reason == reasons.CHANGED_SINCE_VALIDATION
+
+
+@pytest.mark.parametrize("side", [60, 200])
+def test_a_converted_image_is_carried_only_when_small(tmp_path, side):
+    grey = Image.fromarray(_noise((side, side), 4), mode="L")          # stored as RGB PNG: 3 noisy channels
+    pair = _validated(tmp_path, grey, Image.fromarray(_mask_indices(side, side), mode="L"))
+    assert pair.image_converted
+    small = pair.image_stored_bytes <= CARRIED_MAX_BYTES
+    assert small == (side == 60) and bool(pair.image_stored) == small
+    expected = np.repeat(np.asarray(grey)[:, :, None], 3, axis=2)
+    stored = _stored(pairs.record(pair, SPEC), features.IMAGE_ENCODED)
+    assert np.array_equal(tf.io.decode_png(stored, channels=3).numpy(), expected)
+    (tmp_path / "a.png").unlink()
+    after = pairs.record(pair, SPEC)
+    if small:
+        assert _stored(after, features.IMAGE_ENCODED) == stored
+    else:                                           # too big to carry: converted again from the (missing) source
+        assert isinstance(after, Rejection) and after.reason == reasons.CHANGED_SINCE_VALIDATION
