@@ -64,7 +64,7 @@ def _measure(packed_ref: bytes, spec: CheckSpec) -> PairSample:
     framed = frame_record(record)
     return PairSample(ref.split, VALID, "", result.image_stored_bytes + result.mask_stored_bytes,
                       len(framed), ref_bytes, len(pack(result)), time.process_time() - started,
-                      result.present_classes)
+                      result.present_classes, bool(result.image_stored) + bool(result.mask_stored))
 
 
 def _select(config: CorpusConfig, split_spec: SplitSpec, sample_size: int):
@@ -124,7 +124,8 @@ def _requests(config: CorpusConfig, plan: dict) -> dict:
         files_per_pair=1 if config.task == "classification" else 2, validated_pairs=plan["selected"],
         written_records=sum(entry["records"] for entry in plan["splits"].values()), listed_objects=listed,
         shard_sizes=[entry["shard_bytes"] for entry in plan["splits"].values() for _ in range(entry["shards"])],
-        input_bytes=plan["input_bytes"], output_scheme=model)
+        input_bytes=plan["input_bytes"], output_scheme=model,
+        carried_files_per_record=plan["carried_files_per_record"])
     local = not (split_scheme(config.input)[0] in UPLOAD_CHUNK_BYTES and output_scheme in UPLOAD_CHUNK_BYTES)
     return dict(requests, model=model, local=local)
 
@@ -141,7 +142,7 @@ def render_plan(plan: dict) -> str:
         lines.append(f"  train growth             ~{plan['train_growth']:.2f}x (repeat-factor copies)")
     for split, entry in plan["splits"].items():
         lines.append(f"  {split:<24} ~{entry['records']:,} records: {shards_line(entry)}")
-    lines += [f"  shuffle                  ~{human_bytes(plan['shuffle_bytes'])} of metadata (no pixels)",
+    lines += [f"  shuffle                  ~{human_bytes(plan['shuffle_bytes'])} of metadata",
               f"  worker memory per core   ~{human_bytes(plan['worker_memory_per_core_bytes'])}",
               f"  CPU per pair             {plan['cpu_seconds_per_pair'] * 1000:.1f} ms",
               f"  compute                  ~{plan['vcpu_hours']:.2f} vCPU-hours "

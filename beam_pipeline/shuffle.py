@@ -1,6 +1,7 @@
 """Records across shuffles: packed to one bytes value each, counted, and unpacked on the other side.
 
-Only metadata crosses a shuffle (PairRef, ValidPair: no pixels). Each record
+Only metadata crosses a shuffle (PairRef, ValidPair: no pixels, but the bytes of
+a converted file of at most 32 KiB, a palette mask's grey PNG). Each record
 travels as the bytes of ``core.records.pack``: Beam's DirectRunner engine keeps
 grouped values decoded until the group is read, and one bytes object per record
 is several times smaller than the dataclass it holds, which keeps the run's

@@ -55,7 +55,7 @@ def render_summary(manifest: dict, output: str) -> str:
         tail.append(f"time: {elapsed:.1f} s, {counts['discovered'] / elapsed:.1f} inputs/s, "
                     f"{counts['written'] / elapsed:.1f} written/s")
     if manifest.get("shuffle_value_bytes") is not None:
-        tail.append(f"shuffle: {manifest['shuffle_value_bytes'] / 1e6:.2f} MB of metadata (no pixels)")
+        tail.append(f"shuffle: {manifest['shuffle_value_bytes'] / 1e6:.2f} MB of metadata")
     if tail:
         lines.append("; ".join(tail))
     return "\n".join(lines)
