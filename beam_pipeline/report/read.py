@@ -8,7 +8,7 @@ relative to ``folder``; ``folder`` may be a local path, gs:// or s3://.
 import io
 import json
 import logging
-from typing import Iterator, List, Optional
+from typing import Dict, Iterator, List, Optional
 
 import numpy as np
 from apache_beam.io.filesystems import FileSystems
@@ -84,25 +84,76 @@ def _mask_like(encoded: bytes, size) -> np.ndarray:
         return np.asarray(mask.resize(size, Image.Resampling.NEAREST))
 
 
-def _offer_record(picker: data.GalleryPicker, record: dict, split: str, shard: str, task: str,
-                  thumbnail_px: int) -> None:
-    """Give one original record to the gallery picker for each class it holds; decode only if kept."""
-    source_id = record["source_id"]
-    if task == "segmentation":
-        classes = data.mask_shares(record["pixels"], record["ignore"])
-        offers = [(c, share) for c, share in enumerate(classes) if record["pixels"][c] > 0]
-    else:
-        offers = [(record["label"], 0.0)]
-    thumb = None
-    for class_id, share in offers:
-        if not picker.wants(class_id, share, source_id):
-            continue
-        if thumb is None:
-            thumb = _thumbnail(record["image"], thumbnail_px)
+class _Encoded:
+    """One record's encoded image and mask, held by the gallery's items and decoded at most once."""
+    __slots__ = ("image", "mask", "holders", "decoded")
+
+    def __init__(self, image: bytes, mask: Optional[bytes]):
+        self.image, self.mask, self.holders, self.decoded = image, mask, 0, None
+
+    def size(self) -> int:
+        return len(self.image) + len(self.mask or b"") if self.decoded is None else 0
+
+    def decode(self, px: int, task: str) -> tuple:
+        if self.decoded is None:
+            thumb = _thumbnail(self.image, px)
             size = (thumb.shape[1], thumb.shape[0])
-            mask = _mask_like(record["mask"], size) if task == "segmentation" else None
-        picker.add(data.GalleryItem(class_id, source_id, split, shard, record["height"], record["width"], share,
-                                    thumb, mask))
+            self.decoded = (thumb, _mask_like(self.mask, size) if task == "segmentation" else None)
+            self.image = self.mask = None
+        return self.decoded
+
+
+class LazyGallery:
+    """The gallery picker fed with encoded records: only the final picks are decoded, once per record.
+
+    The picker's choice does not depend on pixels, so items keep their record's encoded bytes until
+    ``result``. When what the held items keep exceeds ``max_pending_bytes`` (very large images), they
+    are decoded on the spot and their bytes dropped, so memory stays bounded by that and the thumbnails.
+    """
+
+    def __init__(self, quota: int, thumbnail_px: int, task: str, max_pending_bytes: int):
+        self._picker = data.GalleryPicker(quota)
+        self._px, self._task, self._budget = thumbnail_px, task, max_pending_bytes
+        self.pending = 0                         # encoded bytes the held items keep
+
+    def _hold(self, source: _Encoded, change: int) -> None:
+        source.holders += change
+        if source.holders == (1 if change > 0 else 0):
+            self.pending += change * source.size()
+
+    def offer(self, record: dict, split: str, shard: str) -> None:
+        """Give one original record to the picker for each class it holds."""
+        source_id = record["source_id"]
+        if self._task == "segmentation":
+            classes = data.mask_shares(record["pixels"], record["ignore"])
+            offers = [(c, share) for c, share in enumerate(classes) if record["pixels"][c] > 0]
+        else:
+            offers = [(record["label"], 0.0)]
+        source = None
+        for class_id, share in offers:
+            if not self._picker.wants(class_id, share, source_id):
+                continue
+            source = source or _Encoded(record["image"], record["mask"])
+            self._hold(source, +1)
+            displaced = self._picker.add(data.GalleryItem(class_id, source_id, split, shard, record["height"],
+                                                          record["width"], share, None, None, source))
+            if displaced is not None:
+                self._hold(displaced.source, -1)
+        if self.pending > self._budget:
+            self._decode(self._picker.held())
+            self.pending = 0
+
+    def _decode(self, items: List[data.GalleryItem]) -> None:
+        for item in items:
+            item.image, item.mask = item.source.decode(self._px, self._task)
+
+    def result(self) -> Dict[int, List[data.GalleryItem]]:
+        gallery = self._picker.result()
+        for items in gallery.values():
+            self._decode(items)
+            for item in items:
+                item.source = None
+        return gallery
 
 
 def _records(batch) -> Iterator[dict]:
@@ -147,8 +198,8 @@ def sample_shards(folder: str, manifest: dict, limits: data.ReportLimits):
     quota = data.per_class_quota(manifest["num_classes"], limits)
     shards = data.choose_shards(data.manifest_shards(manifest), data.rarest_first(manifest), quota,
                                 limits.max_shards, limits.max_shard_bytes)
-    picker = data.GalleryPicker(quota)
-    thumbnail_px = data.thumbnail_size(manifest["num_classes"], limits)
+    gallery = LazyGallery(quota, data.thumbnail_size(manifest["num_classes"], limits), task,
+                          limits.max_pending_bytes)
     sample = data.ShardSample()
     for shard in shards:
         remaining = limits.max_shard_bytes - sample.bytes_read
@@ -164,10 +215,10 @@ def sample_shards(folder: str, manifest: dict, limits: data.ReportLimits):
                     continue
                 sample.originals += 1
                 sample.sizes[(record["width"], record["height"])] += 1
-                _offer_record(picker, record, shard.split, shard.path, task, thumbnail_px)
+                gallery.offer(record, shard.split, shard.path)
         if sample.records - read_before < shard.records:
             sample.complete = False
-    return sample, picker.result()
+    return sample, gallery.result()
 
 
 def gather(manifest: dict, folder: str, limits: data.ReportLimits = data.ReportLimits(),
