@@ -25,7 +25,7 @@ def parsed(raw: bytes) -> dict:
             "height": ints(features.IMAGE_HEIGHT)[0], "width": ints(features.IMAGE_WIDTH)[0],
             "copy": (ints(features.REPEAT_COPY) or [0])[0], "image": f[features.IMAGE_ENCODED].bytes_list.value[0],
             "mask": f[features.MASK_ENCODED].bytes_list.value[0], "pixels": ints(features.CLASS_PIXELS),
-            "ignore": ints(features.IGNORE_PIXELS)[0], "label": None}
+            "ignore": ints(features.IGNORE_PIXELS)[0], "label": None, "example": raw}
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +98,7 @@ def test_lazy_gallery_picks_as_the_eager_one_and_decodes_only_its_picks(shard_se
         gallery.offer(record, split, path)
         held = {id(i.source): i.source for i in gallery._picker.held()}
         held_ever |= {i.source_id for i in gallery._picker.held()}
-        undecoded = sum(len(s.image) + len(s.mask) for s in held.values() if s.decoded is None)
+        undecoded = sum(len(s.example) for s in held.values() if s.decoded is None)
         assert gallery.pending == undecoded <= budget
     lazy = gallery.result()
     assert_same_picks(lazy, eager)

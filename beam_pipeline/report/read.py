@@ -20,6 +20,10 @@ from beam_pipeline.report.tfrecord import read_records
 
 _LOG = logging.getLogger(__name__)
 _DECODE_BATCH = 32
+_RECORD_FEATURES = (features.IMAGE_SOURCE_ID, features.IMAGE_HEIGHT, features.IMAGE_WIDTH, features.REPEAT_COPY,
+                    features.CLASS_PIXELS, features.IGNORE_PIXELS, features.CLASS_LABEL)
+_ENCODED_FEATURES = (features.IMAGE_ENCODED, features.MASK_ENCODED)
+_BYTES_FEATURES = {features.IMAGE_SOURCE_ID, *_ENCODED_FEATURES}
 
 
 def read_json(path: str) -> dict:
@@ -86,22 +90,35 @@ def _mask_like(encoded: bytes, size) -> np.ndarray:
         return np.asarray(mask.resize(size, Image.Resampling.NEAREST))
 
 
-class _Encoded:
-    """One record's encoded image and mask, held by the gallery's items and decoded at most once."""
-    __slots__ = ("image", "mask", "holders", "decoded")
+def _decoder(names):
+    """A tf.Example decoder (tfx-bsl, no TensorFlow) of only the features ``names``: the others are skipped."""
+    from tensorflow_metadata.proto.v0 import schema_pb2
+    from tfx_bsl.coders import example_coder
+    schema = schema_pb2.Schema()
+    for name in names:
+        kind = schema_pb2.BYTES if name in _BYTES_FEATURES else schema_pb2.INT
+        schema.feature.add(name=name, type=kind)
+    return example_coder.ExamplesToRecordBatchDecoder(schema.SerializeToString())
 
-    def __init__(self, image: bytes, mask: Optional[bytes]):
-        self.image, self.mask, self.holders, self.decoded = image, mask, 0, None
+
+class _Encoded:
+    """One record (a serialized tf.Example), held by the gallery's items and decoded at most once."""
+    __slots__ = ("example", "holders", "decoded")
+
+    def __init__(self, example: bytes):
+        self.example, self.holders, self.decoded = example, 0, None
 
     def size(self) -> int:
-        return len(self.image) + len(self.mask or b"") if self.decoded is None else 0
+        return len(self.example) if self.decoded is None else 0
 
-    def decode(self, px: int, task: str) -> tuple:
+    def decode(self, px: int, task: str, decoder) -> tuple:
         if self.decoded is None:
-            thumb = _thumbnail(self.image, px)
+            batch = decoder.DecodeBatch([self.example])
+            image, mask = (_first(_column(batch, name)[0]) for name in (features.IMAGE_ENCODED, features.MASK_ENCODED))
+            thumb = _thumbnail(image, px)
             size = (thumb.shape[1], thumb.shape[0])
-            self.decoded = (thumb, _mask_like(self.mask, size) if task == "segmentation" else None)
-            self.image = self.mask = None
+            self.decoded = (thumb, _mask_like(mask, size) if task == "segmentation" else None)
+            self.example = None
         return self.decoded
 
 
@@ -115,6 +132,7 @@ class LazyGallery:
 
     def __init__(self, quota: int, thumbnail_px: int, task: str, max_pending_bytes: int):
         self._picker = data.GalleryPicker(quota)
+        self._decoder = None                     # of the encoded image and mask, made at the first decode
         self._px, self._task, self._budget = thumbnail_px, task, max_pending_bytes
         self.pending = 0                         # encoded bytes the held items keep
 
@@ -124,7 +142,7 @@ class LazyGallery:
             self.pending += change * source.size()
 
     def offer(self, record: dict, split: str, shard: str) -> None:
-        """Give one original record to the picker for each class it holds."""
+        """Give one original record (``_records``'s dict) to the picker for each class it holds."""
         source_id = record["source_id"]
         if self._task == "segmentation":
             classes = data.mask_shares(record["pixels"], record["ignore"])
@@ -135,7 +153,7 @@ class LazyGallery:
         for class_id, share in offers:
             if not self._picker.wants(class_id, share, source_id):
                 continue
-            source = source or _Encoded(record["image"], record["mask"])
+            source = source or _Encoded(record["example"])
             self._hold(source, +1)
             displaced = self._picker.add(data.GalleryItem(class_id, source_id, split, shard, record["height"],
                                                           record["width"], share, None, None, source))
@@ -146,8 +164,10 @@ class LazyGallery:
             self.pending = 0
 
     def _decode(self, items: List[data.GalleryItem]) -> None:
+        if self._decoder is None:
+            self._decoder = _decoder(_ENCODED_FEATURES)
         for item in items:
-            item.image, item.mask = item.source.decode(self._px, self._task)
+            item.image, item.mask = item.source.decode(self._px, self._task, self._decoder)
 
     def result(self) -> Dict[int, List[data.GalleryItem]]:
         gallery = self._picker.result()
@@ -158,14 +178,13 @@ class LazyGallery:
         return gallery
 
 
-def _records(batch) -> Iterator[dict]:
+def _records(batch, serialized: List[bytes]) -> Iterator[dict]:
+    """The features of ``_RECORD_FEATURES`` per record, and the serialized record as ``example``."""
     columns = {
         "source_id": _column(batch, features.IMAGE_SOURCE_ID),
         "height": _column(batch, features.IMAGE_HEIGHT),
         "width": _column(batch, features.IMAGE_WIDTH),
         "copy": _column(batch, features.REPEAT_COPY),
-        "image": _column(batch, features.IMAGE_ENCODED),
-        "mask": _column(batch, features.MASK_ENCODED),
         "pixels": _column(batch, features.CLASS_PIXELS),
         "ignore": _column(batch, features.IGNORE_PIXELS),
         "label": _column(batch, features.CLASS_LABEL),
@@ -173,8 +192,8 @@ def _records(batch) -> Iterator[dict]:
     for i in range(batch.num_rows):
         row = {name: values[i] for name, values in columns.items()}
         yield {"source_id": _first(row["source_id"], b"").decode("utf-8"), "height": _first(row["height"], 0),
-               "width": _first(row["width"], 0), "copy": _first(row["copy"], 0), "image": _first(row["image"]),
-               "mask": _first(row["mask"]), "pixels": row["pixels"] or [], "ignore": _first(row["ignore"], 0),
+               "width": _first(row["width"], 0), "copy": _first(row["copy"], 0), "example": serialized[i],
+               "pixels": row["pixels"] or [], "ignore": _first(row["ignore"], 0),
                "label": _first(row["label"])}
 
 
@@ -193,9 +212,7 @@ def _batches(path: str, max_bytes: int, sample: data.ShardSample) -> Iterator[li
 
 def sample_shards(folder: str, manifest: dict, limits: data.ReportLimits):
     """(ShardSample, gallery) from a few shards chosen to show the rarest classes."""
-    from tfx_bsl.coders import example_coder  # decodes tf.Examples without importing TensorFlow
-
-    decoder = example_coder.ExamplesToRecordBatchDecoder()
+    decoder = _decoder(_RECORD_FEATURES)  # not the images: only the gallery's picks need them
     task = manifest["task"]
     quota = data.per_class_quota(manifest["num_classes"], limits)
     shards = data.choose_shards(data.manifest_shards(manifest), data.rarest_first(manifest), quota,
@@ -211,7 +228,7 @@ def sample_shards(folder: str, manifest: dict, limits: data.ReportLimits):
         sample.shards.append(shard.path)
         read_before = sample.records
         for serialized in _batches(paths.join(folder, shard.path), remaining, sample):
-            for record in _records(decoder.DecodeBatch(serialized)):
+            for record in _records(decoder.DecodeBatch(serialized), serialized):
                 sample.records += 1
                 if record["copy"]:
                     continue
