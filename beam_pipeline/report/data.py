@@ -29,6 +29,7 @@ class ReportLimits:
     max_reject_bytes: int = 256 << 20   # bytes of the rejects files read for those examples
     max_chart_classes: int = 120        # classes drawn in a per-class chart (rarest and commonest kept)
     max_heatmap_shards: int = 120       # shards drawn in the class-presence-per-shard chart
+    max_pending_bytes: int = 256 << 20  # encoded images the gallery holds undecoded; beyond, it decodes them
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,8 +51,9 @@ class GalleryItem:
     height: int                          # of the original image
     width: int
     share: float                         # the class's share of the mask's pixels (segmentation), else 0
-    image: np.ndarray                    # (h, w, 3) uint8, downscaled
+    image: Optional[np.ndarray]          # (h, w, 3) uint8, downscaled; None while only ``source`` is held
     mask: Optional[np.ndarray] = None    # (h, w) uint8 class ids, same size as image (segmentation)
+    source: Optional[object] = None      # the encoded record, while the picker may still displace the item
 
 
 @dataclasses.dataclass
@@ -152,7 +154,7 @@ class GalleryPicker:
     """Keeps, per class, the ``k`` examples where the class is most visible (then by stable hash).
 
     ``wants`` says whether an example would be kept, before anyone pays for decoding it; ``add``
-    keeps it and drops the one it displaces. The result does not depend on the order of offers.
+    keeps it and returns the one it displaces. The result does not depend on the order of offers.
     """
 
     def __init__(self, k: int):
@@ -170,13 +172,16 @@ class GalleryPicker:
             return False
         return len(heap) < self._k or self._rank(share, source_id) > heap[0][:2]
 
-    def add(self, item: GalleryItem) -> None:
+    def add(self, item: GalleryItem) -> Optional[GalleryItem]:
         heap = self._heaps[item.class_id]
         entry = (*self._rank(item.share, item.source_id), item)
         if len(heap) < self._k:
             heapq.heappush(heap, entry)
-        else:
-            heapq.heapreplace(heap, entry)
+            return None
+        return heapq.heapreplace(heap, entry)[2]
+
+    def held(self) -> List[GalleryItem]:
+        return [item for heap in self._heaps.values() for _, _, item in heap]
 
     def result(self) -> Dict[int, List[GalleryItem]]:
         return {c: [item for _, _, item in sorted(heap, key=lambda e: e[:2], reverse=True)]
