@@ -186,17 +186,15 @@ def record(pair: ValidPair, spec: CheckSpec) -> Union[bytes, Rejection]:
     (too big to shuffle), they are converted again without running the checks
     (core.example.pair_record).
     """
-    image = _read_verified(pair.ref.image, pair.image_sha256, "image", spec.max_file_bytes, pair.image_stored)
+    # A carried file is not read: pair_record stores the bytes the pair carries.
+    image = pair.image_stored or _read_verified(pair.ref.image, pair.image_sha256, "image", spec.max_file_bytes)
     if isinstance(image, Rejection) or spec.task == "classification":
         return image if isinstance(image, Rejection) else pair_record(pair, image)
-    mask = _read_verified(pair.ref.mask, pair.mask_sha256, "mask", spec.max_file_bytes, pair.mask_stored)
+    mask = pair.mask_stored or _read_verified(pair.ref.mask, pair.mask_sha256, "mask", spec.max_file_bytes)
     return mask if isinstance(mask, Rejection) else pair_record(pair, image, mask)
 
 
-def _read_verified(path: str, expected_sha256: str, what: str, max_file_bytes: int,
-                   carried: bytes) -> Union[bytes, Rejection]:
-    if carried:                       # the validated, converted bytes: the source file is not needed
-        return carried
+def _read_verified(path: str, expected_sha256: str, what: str, max_file_bytes: int) -> Union[bytes, Rejection]:
     data = read_file(path, max_file_bytes, what)
     if isinstance(data, Rejection):
         return Rejection(reasons.CHANGED_SINCE_VALIDATION, data.detail)
