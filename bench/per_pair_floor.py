@@ -26,7 +26,6 @@ import argparse
 import csv
 import pickle
 import random
-import statistics
 import time
 from pathlib import Path
 from typing import Callable
@@ -38,6 +37,7 @@ from beam_pipeline.specs import CheckSpec
 
 import pipeline_throughput as throughput
 from common import NUM_CLASSES, ROOT, ensure_photo_corpus, log, photo_listing, positive, warm_page_cache
+from run_breakdown import spread
 
 SPEC = CheckSpec(task="segmentation", limits=Limits(num_classes=NUM_CLASSES, ignore_label=throughput.IGNORE_LABEL,
                                                      max_pixels=throughput.MAX_PIXELS))
@@ -74,10 +74,6 @@ def cpu_ms_per_pair(run: Callable[[], None], count: int) -> float:
     started = time.process_time()
     run()
     return (time.process_time() - started) / count * 1000
-
-
-def spread(values: list[float], fmt: str = "{:.2f}") -> str:
-    return f"{fmt.format(statistics.median(values))} ({fmt.format(min(values))}..{fmt.format(max(values))})"
 
 
 def main() -> int:
