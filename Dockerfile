@@ -13,7 +13,7 @@
 ARG BEAM_VERSION=2.70.0
 FROM apache/beam_python3.11_sdk:${BEAM_VERSION}
 
-# The glibc settings of beam_pipeline/memory.py, for SDK workers that the command line did not start:
+# The glibc settings of beam_pipeline/launcher/memory.py, for SDK workers that the command line did not start:
 # two malloc arenas per process, so the heap does not grow with the number of pairs.
 ENV MALLOC_ARENA_MAX=2
 

@@ -1,7 +1,8 @@
 """Packaging for beam_pipeline and trainer.
 
-``pip install .`` installs both packages; ``--setup_file ./setup.py`` ships them
-to Dataflow or Flink workers, which install ``install_requires`` below.
+``pip install .`` installs both packages (and ``native_stderr``, the leaf both consoles use);
+``--setup_file ./setup.py`` ships them to Dataflow or Flink workers, which install ``install_requires``
+below.
 Exact pins for a launcher or developer machine are in requirements.txt.
 
 The dataset report (``beam_pipeline.report``, matplotlib) is written by the launcher after the
@@ -15,7 +16,8 @@ setuptools.setup(
     name="image-corpus-pipeline",
     version="0.1.0",
     description="Raw image corpus -> validated, balanced TFRecord shards (Apache Beam) -> Keras trainer",
-    packages=setuptools.find_packages(include=["beam_pipeline", "beam_pipeline.*", "trainer", "trainer.*"]),
+    packages=setuptools.find_packages(include=["beam_pipeline", "beam_pipeline.*", "trainer", "trainer.*",
+                                               "native_stderr"]),
     python_requires=">=3.11,<3.12",
     install_requires=[
         "apache-beam[gcp]>=2.60,<3",

@@ -11,17 +11,17 @@ from beam_pipeline import console
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     console.configure(console.level_from_argv(argv))       # before Beam and TensorFlow are imported
-    from beam_pipeline.options import CorpusOptionsError, help_parser
+    from beam_pipeline.launcher.options import CorpusOptionsError, help_parser
     if any(arg in ("-h", "--help") for arg in argv):
         help_parser().print_help()
         return 0
-    from beam_pipeline.memory import limit_malloc_growth
+    from beam_pipeline.launcher.memory import limit_malloc_growth
     limit_malloc_growth()
     from beam_pipeline.core.failures import RunFailed
     from beam_pipeline.core.locking import LockLost, OutputLocked
-    from beam_pipeline.pipeline import run
-    from beam_pipeline.publish import RunRefused
-    from beam_pipeline.summary import render_summary
+    from beam_pipeline.launcher.pipeline import run
+    from beam_pipeline.stages.publish import RunRefused
+    from beam_pipeline.launcher.summary import render_summary
     try:
         manifest = run(argv)
     except (CorpusOptionsError, RunRefused, OutputLocked) as error:
@@ -31,7 +31,7 @@ def main(argv=None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 1
     if "plan" in manifest:
-        from beam_pipeline.plan import render_plan
+        from beam_pipeline.launcher.plan import render_plan
         print(render_plan(manifest["plan"]))
         return 0
     output = manifest["options"]["output"]

@@ -31,7 +31,7 @@ import sys
 import warnings
 from typing import Optional, Sequence
 
-from beam_pipeline.native_stderr import NATIVE_NOISE, NativeStderrFilter
+from native_stderr import NATIVE_NOISE, NativeStderrFilter
 
 PACKAGE = "beam_pipeline"
 DEBUG, INFO, WARNING, ERROR = "debug", "info", "warning", "error"
@@ -242,7 +242,8 @@ class WorkerRecords(logging.Filter):
 
 
 def project_module(path: str) -> Optional[str]:
-    """``beam_pipeline.validate`` for this installation's beam_pipeline/validate.py; None for other files."""
+    """``beam_pipeline.stages.validate`` for this installation's beam_pipeline/stages/validate.py; None for
+    other files."""
     if not (path.startswith(_PACKAGE_DIR + os.sep) and path.endswith(".py")):
         return None
     relative = os.path.relpath(path[:-3], os.path.dirname(_PACKAGE_DIR))
@@ -256,20 +257,3 @@ def _parse_log_entry(text: str):
         return text_format.Parse(text, beam_fn_api_pb2.LogEntry())
     except text_format.ParseError:
         return None
-
-
-# --------------------------------------------------------------------------
-# The workers' own log level, as pipeline options
-# --------------------------------------------------------------------------
-def apply_worker_log_options(argv: Sequence[str], options) -> None:
-    """Set Beam's SDK harness log options from --log_level, unless the command line sets them itself.
-
-    They travel with the job, so remote workers log (and send) only what --log_level shows;
-    the DirectRunner's workers get them when the runner is given the pipeline options.
-    """
-    from apache_beam.options.pipeline_options import WorkerOptions
-    from beam_pipeline.options import CorpusOptions
-    worker = options.view_as(WorkerOptions)
-    for name, value in worker_log_options(options.view_as(CorpusOptions).log_level).items():
-        if not any(arg == f"--{name}" or arg.startswith(f"--{name}=") for arg in argv):
-            setattr(worker, name, value)

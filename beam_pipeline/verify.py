@@ -40,7 +40,8 @@ class Verification:
 
 def verify(output: str) -> Verification:
     """Check every file of the dataset published in ``output`` (one listing, then each file read once)."""
-    from beam_pipeline import commit, files
+    from beam_pipeline.io import files
+    from beam_pipeline.launcher import commit
     from beam_pipeline.core import digests, paths
     output = output.rstrip("/")
     try:
@@ -79,8 +80,8 @@ def _set_filesystem_options(beam_args: List[str]) -> Optional[str]:
     """Give Beam's filesystems their options (S3 needs some to start at all); the problem with them, or None."""
     from apache_beam.io.filesystems import FileSystems
     from apache_beam.options.pipeline_options import PipelineOptions
-    from beam_pipeline.options import check_known_options
-    from beam_pipeline.options import CorpusOptionsError
+    from beam_pipeline.launcher.options import check_known_options
+    from beam_pipeline.launcher.options import CorpusOptionsError
     options = PipelineOptions(beam_args)
     try:
         check_known_options(beam_args, options)

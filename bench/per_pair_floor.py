@@ -5,10 +5,10 @@ times, in CPU seconds on one core, only the work each side does per pair, on the
 
 * ``pillow loop`` and ``fast loop``: the loop bodies of pipeline_throughput.py (read both files, decode,
   size check, class histogram), imported from it, so both benchmarks time the same loops;
-* ``pipeline check``: ``beam_pipeline.pairs.check`` (what ValidatePairs runs per pair: read, sniff and
+* ``pipeline check``: ``beam_pipeline.stages.pairs.check`` (what ValidatePairs runs per pair: read, sniff and
   pixel limit, PNG chunk/CRC guard, decode, channel sums, mask histogram, sample points, SHA-256 of both
   files), and ``pipeline check + record``: the same plus the ValidPair's pickle round trip (the shuffle's
-  packing) and ``beam_pipeline.pairs.record`` (what WriteShards runs per record: read again and verify the
+  packing) and ``beam_pipeline.stages.pairs.record`` (what WriteShards runs per record: read again and verify the
   digests, the serialized tf.train.Example). No Beam: this is a floor for the pipeline's CPU per pair.
 
 The sides run interleaved (a seeded shuffle of their order in every round, ``--rounds`` rounds over the
@@ -30,10 +30,10 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from beam_pipeline import pairs
 from beam_pipeline.core.checks import Limits
 from beam_pipeline.core.records import PairRef
-from beam_pipeline.specs import CheckSpec
+from beam_pipeline.stages import pairs
+from beam_pipeline.stages.specs import CheckSpec
 
 import pipeline_throughput as throughput
 from common import NUM_CLASSES, ROOT, ensure_photo_corpus, log, photo_listing, positive, warm_page_cache

@@ -64,7 +64,7 @@ def _command(manifest: Path, output: Path, *extra: str) -> list:
 
 def run_plan(manifest: Path, output: Path, sample: int) -> dict:
     """The plan, computed in a subprocess exactly as the command line does, returned as a dict."""
-    code = ("import json, sys; from beam_pipeline.pipeline import run; "
+    code = ("import json, sys; from beam_pipeline.launcher.pipeline import run; "
             "print(json.dumps(run(sys.argv[1:])['plan']))")
     command = [sys.executable, "-c", code, *_command(manifest, output, "--plan", "--plan_sample", str(sample))[3:]]
     completed = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=True)

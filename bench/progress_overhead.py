@@ -9,7 +9,7 @@ What is measured
       ``os.wait4``) and run()'s own ``time:`` from the summary are taken; the two sides run
       interleaved (on, off, off, on, ...) ``--repeats`` times, and the report gives the median of
       each and the median of the per-round ratios with their range.
-    * One increment: ``progress.counter(...).inc()`` with running totals on, against Beam's
+    * One increment: ``counters.counter(...).inc()`` with running totals on, against Beam's
       ``Metrics.counter(...).inc()`` alone, in this process, outside a bundle (where Beam's part is
       cheapest, so the added share is an upper bound). The pipeline makes about five such increments
       per pair (discovered, selected, valid or rejected, pairs and records written).
@@ -69,16 +69,16 @@ def run_once(manifest: Path, output: Path, config: str, side: str, log_path: Pat
 
 
 def increment_cost(number: int = 200_000) -> tuple[float, float]:
-    """(seconds per Beam counter increment, seconds per progress.counter increment with totals on)."""
+    """(seconds per Beam counter increment, seconds per counters.counter increment with totals on)."""
     import tempfile
 
     from apache_beam.metrics import Metrics
 
-    from beam_pipeline import progress
+    from beam_pipeline.stages import counters
     beam_counter = Metrics.counter("Bench", "beam")
-    ours = progress.counter("Bench", "ours")
+    ours = counters.counter("Bench", "ours")
     folder = tempfile.mkdtemp(prefix="bench_progress_")
-    os.environ[progress.ENV] = folder
+    os.environ[counters.ENV] = folder
     try:
         beam_times = []
         our_times = []
@@ -86,7 +86,7 @@ def increment_cost(number: int = 200_000) -> tuple[float, float]:
             beam_times.append(timeit.timeit(beam_counter.inc, number=number) / number)
             our_times.append(timeit.timeit(ours.inc, number=number) / number)
     finally:
-        os.environ.pop(progress.ENV, None)
+        os.environ.pop(counters.ENV, None)
         shutil.rmtree(folder, ignore_errors=True)
     return statistics.median(beam_times), statistics.median(our_times)
 
@@ -129,7 +129,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     beam_seconds, our_seconds = increment_cost()
     off_seconds = statistics.median(r["run"] for r in runs["off"])
     added = INCREMENTS_PER_PAIR * max(0.0, our_seconds - beam_seconds)
-    print(f"one increment: Beam counter {beam_seconds * 1e6:.2f} us, progress.counter {our_seconds * 1e6:.2f} us "
+    print(f"one increment: Beam counter {beam_seconds * 1e6:.2f} us, counters.counter {our_seconds * 1e6:.2f} us "
           f"(ratio {our_seconds / beam_seconds:.2f}); {INCREMENTS_PER_PAIR} per pair add {added * 1e6:.1f} us, "
           f"{100 * added * corpus.rows / off_seconds:.3f}% of run()'s {off_seconds:.1f} s for {corpus.rows} rows")
     return 0

@@ -14,11 +14,11 @@ from PIL import Image
 from beam_pipeline.core.checks import Limits
 from beam_pipeline.core.records import PairRef
 from beam_pipeline.core.selection import parse_split
-from beam_pipeline.read import ReadCorpus
-from beam_pipeline.select import SelectSubset
-from beam_pipeline.specs import LISTING, PAIRED, CheckSpec, DiscoverSpec, SelectSpec, WriteSpec
-from beam_pipeline.validate import DeduplicatePairs, ValidatePairs
-from beam_pipeline.write import WriteShards
+from beam_pipeline.stages.discover import ReadCorpus
+from beam_pipeline.stages.select import SelectSubset
+from beam_pipeline.stages.specs import LISTING, PAIRED, CheckSpec, DiscoverSpec, SelectSpec, WriteSpec
+from beam_pipeline.stages.validate import DeduplicatePairs, ValidatePairs
+from beam_pipeline.stages.write import WriteShards
 
 
 def png(array):

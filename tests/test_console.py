@@ -175,15 +175,15 @@ def test_worker_records_keep_the_projects_lines_and_third_party_errors():
         entry("WARN", "No semi_persistent_directory found", f"{beam_file}:380"),
         entry("INFO", "Python sdk harness starting.", f"{beam_file}:12"),
         entry("WARN", "3 masks use \"class 9\"\nsecond line", f"{package}/core/checks.py:40"),
-        entry("INFO", "checked 500 pairs", f"{package}/validate.py:58"),
+        entry("INFO", "checked 500 pairs", f"{package}/stages/validate.py:58"),
         entry("ERROR", "Error processing instruction", f"{beam_file}:99", trace="Traceback ...\nValueError: x"),
-        entry("DEBUG", "details", f"{package}/validate.py:60"),
+        entry("DEBUG", "details", f"{package}/stages/validate.py:60"),
     ])
     shown = [(r.levelname, r.name, r.getMessage()) for r in records]
     assert shown[:2] == [("WARNING", "beam_pipeline.core.checks", "3 masks use \"class 9\"\nsecond line"),
-                         ("INFO", "beam_pipeline.validate", "checked 500 pairs")]
+                         ("INFO", "beam_pipeline.stages.validate", "checked 500 pairs")]
     assert len(shown) == 3 and shown[2][0] == "ERROR" and "Worker: " in shown[2][2]
-    warnings_only = forwarded([entry("INFO", "checked 500 pairs", f"{package}/validate.py:58")], logging.WARNING)
+    warnings_only = forwarded([entry("INFO", "checked 500 pairs", f"{package}/stages/validate.py:58")], logging.WARNING)
     assert warnings_only == []
 
 
@@ -199,14 +199,14 @@ def test_level_from_the_command_line(argv, level):
 def test_worker_log_options_follow_log_level_unless_given():
     from apache_beam.options.pipeline_options import PipelineOptions, WorkerOptions
 
-    from beam_pipeline import console
+    from beam_pipeline.launcher import launch
     quiet = PipelineOptions([])
-    console.apply_worker_log_options([], quiet)
+    launch.apply_worker_log_options([], quiet)
     assert quiet.view_as(WorkerOptions).default_sdk_harness_log_level == "ERROR"
     assert quiet.view_as(WorkerOptions).sdk_harness_log_level_overrides == {"beam_pipeline": "INFO"}
     argv = ["-v", "--default_sdk_harness_log_level=WARNING"]
     mine = PipelineOptions(argv)
-    console.apply_worker_log_options(argv, mine)
+    launch.apply_worker_log_options(argv, mine)
     assert mine.view_as(WorkerOptions).default_sdk_harness_log_level == "WARNING"
     assert mine.view_as(WorkerOptions).sdk_harness_log_level_overrides == {"beam_pipeline": "DEBUG"}
 

@@ -17,7 +17,8 @@ from apache_beam.io.localfilesystem import LocalFileSystem
 from apache_beam.options.pipeline_options import PipelineOptions, S3Options
 from apache_beam.testing.util import assert_that, equal_to
 
-from beam_pipeline import launch, listing
+from beam_pipeline.io import listing
+from beam_pipeline.launcher import launch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ENDPOINT = "http://options-reached-the-worker.invalid:9"

@@ -1,11 +1,10 @@
 """Launch-time refusals before anything runs: unknown options, and remote workers that could not reach what
-the run stages for them (beam_pipeline.launch). Messages are written out by hand."""
+the run stages for them (beam_pipeline.launcher.launch). Messages are written out by hand."""
 
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from beam_pipeline.options import check_known_options
-from beam_pipeline.options import CorpusOptionsError
+from beam_pipeline.launcher.options import CorpusOptionsError, check_known_options
 from conftest import NUM_CLASSES, run_cli
 
 BASE = ["--input", "gs://bucket/corpus/manifest.csv", "--output", "gs://bucket/shards", "--num_classes", "8"]

@@ -1,4 +1,4 @@
-"""One run per output on local disk: the flock lock of beam_pipeline/stores.py, in real processes.
+"""One run per output on local disk: the flock lock of beam_pipeline/io/stores/local.py, in real processes.
 
 A live holder refuses a second run and is named; a holder killed with SIGKILL leaves a lock file
 that the next run takes over at once, saying so; of several contenders for one stale lock exactly
@@ -15,13 +15,13 @@ import time
 
 import pytest
 
-from beam_pipeline import stores
 from beam_pipeline.core.locking import LockLost, OutputLocked
+from beam_pipeline.io import stores
 
 HOLD = r"""
 import sys, time
-from beam_pipeline import stores
 from beam_pipeline.core.locking import OutputLocked
+from beam_pipeline.io import stores
 lock = stores.LocalStore(sys.argv[1]).lock()
 try:
     taken = lock.acquire(sys.argv[2])

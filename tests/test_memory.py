@@ -12,7 +12,7 @@ def _child(code: str, env: dict) -> str:
 
 
 def test_children_inherit_the_settings_and_a_users_own_value_wins():
-    code = ("import os, subprocess, sys; from beam_pipeline.memory import limit_malloc_growth; "
+    code = ("import os, subprocess, sys; from beam_pipeline.launcher.memory import limit_malloc_growth; "
             "limit_malloc_growth(); print(subprocess.run([sys.executable, '-c', "
             "'import os; print(os.environ[\"MALLOC_ARENA_MAX\"])'], "
             "capture_output=True, text=True).stdout.strip())")

@@ -1,6 +1,6 @@
 """Reading and listing through Beam's filesystems on the local S3 and GCS servers (in this process).
 
-A pair's files are read by beam_pipeline.pairs.read_file and listed by beam_pipeline.listing; the
+A pair's files are read by beam_pipeline.stages.pairs.read_file and listed by beam_pipeline.io.listing; the
 tests compare what they return with the corpus files on local disk, and count the requests each
 read costs through the counting proxy.
 """
@@ -13,9 +13,10 @@ import pytest
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from beam_pipeline import listing, pairs, storage
 from beam_pipeline.core import reasons
 from beam_pipeline.core.checks import Rejection
+from beam_pipeline.io import listing, streams
+from beam_pipeline.stages import pairs
 from objstore_fixtures import CORPUS_BUCKET, GCS_PAGE_SIZE, unique_bucket
 from tools.objstore.stores import apply_env
 
@@ -127,7 +128,7 @@ def test_one_s3_client_per_thread(s3_corpus, monkeypatch, object_corpus):
 
 def test_s3_retry_settings_reach_every_boto3_client():
     import boto3
-    assert storage.S3_RETRY_DEFAULTS == {"AWS_RETRY_MODE": "standard", "AWS_MAX_ATTEMPTS": "10"}
+    assert streams.S3_RETRY_DEFAULTS == {"AWS_RETRY_MODE": "standard", "AWS_MAX_ATTEMPTS": "10"}
     client = boto3.session.Session().client("s3", region_name="us-east-1", aws_access_key_id="x",
                                             aws_secret_access_key="y")
     assert client.meta.config.retries == {"mode": "standard", "total_max_attempts": 10}
@@ -165,12 +166,12 @@ def test_a_refused_listing_raises_instead_of_listing_nothing(counted):
     assert "403" in str(raised.value) or "AccessDenied" in str(raised.value) or "Forbidden" in str(raised.value)
 
 
-@pytest.mark.parametrize("status, expected", [(404, storage.MISSING), (403, storage.DENIED), (401, storage.DENIED)])
+@pytest.mark.parametrize("status, expected", [(404, streams.MISSING), (403, streams.DENIED), (401, streams.DENIED)])
 def test_read_failure_names_a_missing_or_refused_object(status, expected):
     from apache_beam.io.aws.clients.s3.messages import S3ClientError
     from google.api_core.exceptions import from_http_status
-    assert storage.read_failure(S3ClientError("no", status), "s3://b/k") == expected
-    assert storage.read_failure(from_http_status(status, "no"), "gs://b/k") == expected
+    assert streams.read_failure(S3ClientError("no", status), "s3://b/k") == expected
+    assert streams.read_failure(from_http_status(status, "no"), "gs://b/k") == expected
 
 
 @pytest.mark.parametrize("status", [408, 429, 500, 502, 503, 504])
@@ -182,9 +183,9 @@ def test_read_failure_raises_server_errors_again(status):
     for error in (S3ClientError("busy", status), from_http_status(status, "busy"),
                   BeamIOError("Match operation failed", {"s3://b/k": S3ClientError("busy", status)})):
         with pytest.raises(type(error)):
-            storage.read_failure(error, "s3://b/k")
+            streams.read_failure(error, "s3://b/k")
     with pytest.raises(S3ClientError):
-        storage.read_failure(S3ClientError("connection reset", None), "s3://b/k")
+        streams.read_failure(S3ClientError("connection reset", None), "s3://b/k")
 
 
 @pytest.mark.parametrize("store_name", ["s3", "gcs"])
@@ -193,7 +194,7 @@ def test_create_empty_writes_an_empty_object(request, monkeypatch, store_name):
     bucket = unique_bucket("empty")
     store.make_bucket(bucket)
     use_store(store, monkeypatch)
-    storage.create_empty(store.url(bucket, "rejects/rejects-00000-of-00001.jsonl"))
+    streams.create_empty(store.url(bucket, "rejects/rejects-00000-of-00001.jsonl"))
     assert store.keys(bucket) == ["rejects/rejects-00000-of-00001.jsonl"]
     assert store.get(bucket, "rejects/rejects-00000-of-00001.jsonl") == b""
     if store_name == "s3":
@@ -202,7 +203,7 @@ def test_create_empty_writes_an_empty_object(request, monkeypatch, store_name):
 
 
 def test_beam_cannot_write_an_empty_s3_object(s3_store, monkeypatch):
-    """apache/beam#21369, the reason for storage.create_empty: if this starts passing, Beam fixed it."""
+    """apache/beam#21369, the reason for streams.create_empty: if this starts passing, Beam fixed it."""
     bucket = unique_bucket("beam-empty")
     s3_store.make_bucket(bucket)
     use_store(s3_store, monkeypatch)

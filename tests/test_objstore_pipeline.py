@@ -279,7 +279,7 @@ def test_gcs_a_live_lock_holder_refuses_a_second_run_and_a_killed_ones_is_taken_
 HOLD = r"""
 import sys, time
 from apache_beam.options.pipeline_options import PipelineOptions
-from beam_pipeline import stores
+from beam_pipeline.io import stores
 lock = stores.store_for(sys.argv[1], PipelineOptions(sys.argv[3:])).lock()
 lock.acquire(sys.argv[2])
 print("HELD", flush=True)
@@ -289,7 +289,7 @@ time.sleep(600)
 TAKE = r"""
 import sys
 from apache_beam.options.pipeline_options import PipelineOptions
-from beam_pipeline import stores
+from beam_pipeline.io import stores
 lock = stores.store_for(sys.argv[1], PipelineOptions(sys.argv[3:])).lock()
 print(lock.acquire(sys.argv[2]), flush=True)
 lock.release()

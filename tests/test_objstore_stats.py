@@ -1,7 +1,7 @@
 """tf.Transform's output on s3://: written on local disk, copied with Beam's filesystems, equal to a local run.
 
 TensorFlow 2.21 has no S3 filesystem, so ComputeStats stages tf.Transform's work on this machine's
-disk and copies the output (beam_pipeline/stats.py). Here ComputeStats runs twice on the same valid
+disk and copies the output (beam_pipeline/stages/stats.py). Here ComputeStats runs twice on the same valid
 pairs of the object-store corpus, into a local folder and into s3://, and the two transform outputs
 and stats dicts are compared byte for byte; tft.TFTransformOutput loads the copy brought back.
 """
@@ -15,12 +15,13 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_pipeline import TestPipeline
 
-from beam_pipeline import listing, pairs
 from beam_pipeline.core import paths, runners
 from beam_pipeline.core.checks import Limits
 from beam_pipeline.core.records import ValidPair
 from beam_pipeline.core.selection import SplitSpec
-from beam_pipeline.specs import CheckSpec, SelectSpec, StatsSpec
+from beam_pipeline.io import listing
+from beam_pipeline.stages import pairs
+from beam_pipeline.stages.specs import CheckSpec, SelectSpec, StatsSpec
 from objstore_fixtures import unique_bucket
 from tools.objstore.stores import apply_env
 
@@ -48,7 +49,7 @@ def _write_stats(stats: dict, path: str) -> None:
 
 
 def run_compute_stats(valid, output, temp_dir, stats_path, flags=()):
-    from beam_pipeline.stats import ComputeStats
+    from beam_pipeline.stages.stats import ComputeStats
     with TestPipeline(options=PipelineOptions(list(flags))) as p:
         stats, written = (p | beam.Create(valid)
                           | ComputeStats(StatsSpec(output, "segmentation", NUM_CLASSES), temp_dir))

@@ -1,7 +1,7 @@
 """One pair's path from discovery to its shard record (issue 9): at most 5 product files, none visited twice.
 
 The path is what tools/pair_path.py traces with sys.setprofile: the product
-files that the per-pair module (beam_pipeline/pairs.py) hands the pair's work
+files that the per-pair module (beam_pipeline/stages/pairs.py) hands the pair's work
 to, in order, while it is discovered, selected, checked and encoded.
 """
 
@@ -44,8 +44,9 @@ def listing(tmp_path):
 def test_one_pairs_path_has_at_most_five_files_and_no_revisit(listing, row, reads):
     result = trace_pair(listing, num_classes=3, row=row)
     assert result.written
-    assert result.files == ["beam_pipeline/pairs.py", "beam_pipeline/listing.py", "beam_pipeline/core/selection.py",
-                            "beam_pipeline/core/validation.py", "beam_pipeline/core/example.py"]
+    assert result.files == ["beam_pipeline/stages/pairs.py", "beam_pipeline/io/listing.py",
+                            "beam_pipeline/core/selection.py", "beam_pipeline/core/validation.py",
+                            "beam_pipeline/core/example.py"]
     assert result.revisits == []
     assert result.reads == reads
     assert "beam_pipeline/core/checks.py" in result.footprint      # the decoding, below validation and records

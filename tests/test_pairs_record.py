@@ -7,11 +7,11 @@ import pytest
 import tensorflow as tf
 from PIL import Image
 
-from beam_pipeline import pairs
 from beam_pipeline.core import features, reasons
 from beam_pipeline.core.checks import Limits, Rejection
 from beam_pipeline.core.records import CARRIED_MAX_BYTES, PairRef, ValidPair
-from beam_pipeline.specs import CheckSpec
+from beam_pipeline.stages import pairs
+from beam_pipeline.stages.specs import CheckSpec
 
 SPEC = CheckSpec(task="segmentation", limits=Limits(num_classes=4, ignore_label=255, max_pixels=1_000_000))
 PALETTE = [0, 0, 0, 128, 0, 0, 0, 128, 0, 128, 128, 0] + [0] * (256 * 3 - 12)

@@ -21,8 +21,9 @@ import time
 from conftest import NUM_CLASSES, ROOT, run_cli
 from test_console import noise_in
 
-from beam_pipeline import progress, watch
 from beam_pipeline.core.progress import Progress
+from beam_pipeline.launcher import watch
+from beam_pipeline.stages import counters
 
 # The phases of a run, in order, as this test expects the lines to name them.
 ORDER = ["starting", "listing", "validating", "analysing", "writing", "finishing"]
@@ -33,37 +34,37 @@ ORDER = ["starting", "listing", "validating", "analysing", "writing", "finishing
 # --------------------------------------------------------------------------
 WORKER = """
 import sys, threading
-from beam_pipeline import progress
-valid = progress.counter("ValidatePairs", "valid")
+from beam_pipeline.stages import counters
+valid = counters.counter("ValidatePairs", "valid")
 def work():
     for _ in range(int(sys.argv[1])):
         valid.inc()
 threads = [threading.Thread(target=work) for _ in range(4)]
 [t.start() for t in threads]
 [t.join() for t in threads]
-progress.counter("ValidatePairs", "rejected_truncated").inc(int(sys.argv[2]))
-progress.CountingDoFn().finish_bundle()
+counters.counter("ValidatePairs", "rejected_truncated").inc(int(sys.argv[2]))
+counters.CountingDoFn().finish_bundle()
 """
 
 
 def test_totals_of_worker_processes_are_summed_by_the_reader(tmp_path):
-    env = dict(os.environ, **{progress.ENV: str(tmp_path)})
+    env = dict(os.environ, **{counters.ENV: str(tmp_path)})
     for per_thread, rejected in ((1000, 3), (250, 0)):
         subprocess.run([sys.executable, "-c", WORKER, str(per_thread), str(rejected)], cwd=ROOT, env=env,
                        check=True, timeout=120)
     assert len(list(tmp_path.glob("*.json"))) == 2
-    assert progress.read_totals(str(tmp_path)) == {"ValidatePairs:valid": 4 * 1000 + 4 * 250,
+    assert counters.read_totals(str(tmp_path)) == {"ValidatePairs:valid": 4 * 1000 + 4 * 250,
                                                    "ValidatePairs:rejected_truncated": 3}
 
 
 def test_without_the_variable_nothing_is_written(tmp_path, monkeypatch):
-    monkeypatch.delenv(progress.ENV, raising=False)
-    progress.counter("ValidatePairs", "valid").inc()
-    progress.CountingDoFn().finish_bundle()
-    monkeypatch.setenv(progress.ENV, str(tmp_path))
-    progress.counter("ValidatePairs", "valid").inc(2)
-    progress.CountingDoFn().finish_bundle()
-    assert progress.read_totals(str(tmp_path)) == {"ValidatePairs:valid": 2}
+    monkeypatch.delenv(counters.ENV, raising=False)
+    counters.counter("ValidatePairs", "valid").inc()
+    counters.CountingDoFn().finish_bundle()
+    monkeypatch.setenv(counters.ENV, str(tmp_path))
+    counters.counter("ValidatePairs", "valid").inc(2)
+    counters.CountingDoFn().finish_bundle()
+    assert counters.read_totals(str(tmp_path)) == {"ValidatePairs:valid": 2}
 
 
 class Recorder:

@@ -153,7 +153,7 @@ def test_class_uniform_crops_find_the_rare_class_more_often(artifacts):
 def test_trainer_never_imports_apache_beam():
     import subprocess
     import sys
-    code = ("import sys, trainer.artifacts, trainer.data, trainer.decode, trainer.serving, trainer.evaluate; "
+    code = ("import sys, trainer.artifacts, trainer.data, trainer.decode, trainer.export, trainer.evaluate; "
             "assert not [m for m in sys.modules if m.startswith('apache_beam')], 'apache_beam imported'")
     completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert completed.returncode == 0, completed.stderr[-2000:]

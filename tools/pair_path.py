@@ -7,12 +7,12 @@ composites and --plan call them (``pairs.discover`` -> ``pairs.select`` ->
 ``pairs.check`` -> ``pairs.record``, default options: no --filter or globs),
 under ``sys.setprofile``, and prints:
 
-* the path: the product files that beam_pipeline/pairs.py hands the pair's
+* the path: the product files that beam_pipeline/stages/pairs.py hands the pair's
   work to (every call made directly from pairs.py into another product file),
   in order, with consecutive calls into one file counted as one visit. A file
   that appears again after another file is a revisit: the pair went back.
 * the reads: calls from pairs.py into the product's file-access layer
-  (beam_pipeline/storage.py: what Beam's FileSystems does not do for reads,
+  (beam_pipeline/io/streams.py: what Beam's FileSystems does not do for reads,
   such as one S3 client per thread and telling a missing object from a refused
   one). It plays the part FileSystems played before object stores were
   supported, and is listed apart from the path: each file of a pair is read
@@ -32,16 +32,16 @@ import sys
 from typing import Dict, List
 
 import beam_pipeline
-from beam_pipeline import pairs
 from beam_pipeline.core.checks import Limits
 from beam_pipeline.core.records import Outcome
 from beam_pipeline.core.selection import parse_split
-from beam_pipeline.specs import LISTING, CheckSpec, DiscoverSpec, SelectSpec
+from beam_pipeline.stages import pairs
+from beam_pipeline.stages.specs import LISTING, CheckSpec, DiscoverSpec, SelectSpec
 
 PRODUCT = os.path.dirname(os.path.dirname(os.path.abspath(beam_pipeline.__file__)))
 PACKAGES = ("beam_pipeline", "trainer")
 SPINE = os.path.abspath(pairs.__file__)
-IO_LAYER = ("beam_pipeline/storage.py",)
+IO_LAYER = ("beam_pipeline/io/streams.py",)
 
 
 @dataclasses.dataclass

@@ -12,23 +12,21 @@ and the final summary. Third-party noise is kept out:
   libraries load, before TF_CPP_MIN_LOG_LEVEL applies (:class:`NativeStderrFilter`).
 
 ``--log_level debug`` (``-v``) does none of this. The pipeline's
-beam_pipeline/console.py does the same for its processes; the two packages
-share no code (they are coupled through artifacts only), so the native
-filter exists in both.
+beam_pipeline/console.py does the same for its processes; the native filter
+is the top-level package ``native_stderr``, a leaf with no dependencies, so
+the two packages share it and still import nothing of each other (they are
+coupled through artifacts only).
 Only the standard library is imported here, so that :func:`configure` runs
 before TensorFlow is imported.
 """
 
-import atexit
-import faulthandler
-import io
 import logging
 import os
-import re
 import sys
-import threading
 import warnings
-from typing import List, Optional
+from typing import Optional
+
+from native_stderr import NATIVE_NOISE, NativeStderrFilter
 
 PACKAGE = "trainer"
 DEBUG, INFO, WARNING, ERROR = "debug", "info", "warning", "error"
@@ -40,15 +38,6 @@ QUIET_ENVIRONMENT = {
     "TF_CPP_MIN_LOG_LEVEL": "2",       # TensorFlow's C++ log: errors only, once its libraries are loaded
     "GRPC_VERBOSITY": "ERROR",         # gRPC's C core (multi-worker and TPU strategies talk gRPC)
 }
-
-# Lines that native code writes straight to file descriptor 2 and that say nothing about the run.
-NATIVE_NOISE = re.compile(rb"""
-    WARNING:\ All\ log\ messages\ before\ absl::InitializeLog\(\)\ is\ called       # absl's preamble
-  | [IW]\d{4}\ \d\d:\d\d:[\d.]+\s+\d+\ \S+:\d+\]                                     # C++ INFO/WARNING (absl, glog)
-  | \d{4}-\d\d-\d\d\ [\d:.]+:\ [IW]\ \S+:\d+\]                                      # C++ INFO/WARNING (TF's own format)
-  | E\d{4}\ \d\d:\d\d:[\d.]+\s+\d+\ \S+:\d+\]\ .*\b(cuInit|cuDNN|cuFFT|cuBLAS)\b    # CUDA libraries, no GPU here
-  | To\ enable\ the\ following\ instructions:.*rebuild\ TensorFlow                  # 2nd line of a CPU notice
-""", re.VERBOSE)
 
 _LOG_LEVEL_HELP = ("How much to print. info (default): the trainer's own lines, Keras's line per epoch, warnings, "
                    "errors and the summary; TensorFlow's, absl's and gRPC's start-up notices and deprecation "
@@ -106,50 +95,3 @@ class ConsoleFormatter(logging.Formatter):
             return super().formatMessage(record)
         level = "" if record.levelno == logging.INFO else f" {record.levelname.lower()}:"
         return f"{record.asctime}{level} {record.message}"
-
-
-class NativeStderrFilter:
-    """Pass file descriptor 2 through a pipe that drops the lines matching ``noise``.
-
-    Native code (TensorFlow's C++ log, absl) writes to the pipe; a thread
-    forwards every other line to ``sys.stderr``, which in this process writes
-    straight to the terminal (or log file), so Python's tracebacks never wait on the thread.
-    """
-
-    def __init__(self, noise: "re.Pattern[bytes]"):
-        self._noise = noise
-        self._saved: Optional[int] = None
-        self._thread: Optional[threading.Thread] = None
-        self.dropped: List[bytes] = []          # the lines kept out, for a look in a debugger
-
-    def start(self) -> None:
-        sys.stderr.flush()
-        self._saved = os.dup(2)
-        read, write = os.pipe()
-        os.dup2(write, 2)
-        os.close(write)
-        sys.stderr = io.TextIOWrapper(io.FileIO(self._saved, "w", closefd=False), encoding=sys.stderr.encoding,
-                                      errors="backslashreplace", line_buffering=True)
-        faulthandler.enable(file=sys.stderr)    # a crash's traceback must not depend on the thread
-        self._thread = threading.Thread(target=self._forward, args=(read,), name="NativeStderrFilter", daemon=True)
-        self._thread.start()
-        atexit.register(self.stop)
-
-    def _forward(self, read: int) -> None:
-        with os.fdopen(read, "rb") as pipe:
-            for line in pipe:
-                if self._noise.match(line):
-                    if len(self.dropped) < 1000:
-                        self.dropped.append(line)
-                    continue
-                sys.stderr.write(line.decode("utf-8", "replace"))
-                sys.stderr.flush()
-
-    def stop(self, timeout: float = 2.0) -> None:
-        """Give descriptor 2 back and forward what is left."""
-        if self._saved is None:
-            return
-        os.dup2(self._saved, 2)
-        self._saved = None
-        if self._thread is not None:
-            self._thread.join(timeout)

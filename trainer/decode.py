@@ -33,7 +33,7 @@ def decode_image(encoded):
     JPEG is decoded with libjpeg's accurate integer IDCT (``INTEGER_ACCURATE``), the one the pipeline
     validates and summarises with; ``decode_image``'s default (and only) JPEG IDCT is the fast one, whose
     pixels differ by a few levels. ``decode_image`` has no ``dct_method``, hence the ``is_jpeg`` branch.
-    The tf.Transform graph (beam_pipeline/preprocessing.py) decodes the same way.
+    The tf.Transform graph (beam_pipeline/stages/preprocessing.py) decodes the same way.
     """
     return tf.cond(tf.io.is_jpeg(encoded),
                    lambda: tf.io.decode_jpeg(encoded, channels=3, dct_method="INTEGER_ACCURATE"),

@@ -15,9 +15,9 @@ from trainer.artifacts import Artifacts, load_artifacts, verify_dataset
 from trainer.batch_norm import RecalibrateBatchNorm
 from trainer.config import TrainConfig
 from trainer.data import InputConfig, PipelineShard, make_dataset, make_whole_image_dataset, shard_for_pipeline
+from trainer.export import ServingConfig, export_serving_model
 from trainer.losses import IgnoringMeanIoU, masked_loss
 from trainer.models import ModelConfig, build_model
-from trainer.serving import ServingConfig, export_serving_model
 from trainer.strategy import choose_strategy, is_chief, mixed_precision_policy, worker_dir
 from trainer.validation import WholeImageValidation
 

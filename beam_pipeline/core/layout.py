@@ -3,7 +3,7 @@
 An output folder holds versions of one dataset::
 
     OUTPUT/manifest.json          the commit point: names the current version and every file of it
-    OUTPUT/_lock.json             the lock record of the run that holds the output (beam_pipeline/stores.py)
+    OUTPUT/_lock.json             the lock record of the run that holds the output (beam_pipeline/io/stores/local.py)
     OUTPUT/runs/<run_id>/         one version: shards, transform/, stats.json, rejects/, class_index/,
                                   report.html, stats/<split>.tfrecord
 

@@ -8,7 +8,7 @@ On local disk the holder also keeps an flock on the file, and liveness is exactl
 process flock it". On object stores (no flock) a holder is gone when it ran on this host and its
 process (pid and start time, so a reused pid does not count) no longer runs, or, from any host,
 when it has not refreshed ``heartbeat`` for ``lease_seconds``. The backends are in
-beam_pipeline/stores.py.
+beam_pipeline/io/stores/local.py.
 """
 
 import datetime

@@ -2,7 +2,7 @@
 
 The composites count their work in Beam counters. The ones named here are
 what progress is computed from: on the DirectRunner from the workers' running
-totals (beam_pipeline/progress.py), and on other runners by a person reading
+totals (beam_pipeline/stages/counters.py), and on other runners by a person reading
 the runner's UI (:func:`watch_hint` names them). A counter is
 ``"Namespace:name"``, the transform's name as namespace.
 

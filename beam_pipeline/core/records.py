@@ -23,7 +23,7 @@ CARRIED_MAX_BYTES = 32 * 1024
 
 
 def pack(record) -> bytes:
-    """A record as one bytes value, for the values of a shuffle (see beam_pipeline/shuffle.py).
+    """A record as one bytes value, for the values of a shuffle (see beam_pipeline/stages/shuffle.py).
 
     Beam's DirectRunner engine keeps every grouped value as a decoded Python
     object until the group is read; one bytes object per record is several

@@ -36,7 +36,7 @@ def channel_moments(channel_sum: Sequence[int], channel_sum_squares: Sequence[in
 
 
 def build_stats(totals: Dict[str, object], task: str, num_classes: int, ignore_label, class_names) -> dict:
-    """``totals`` holds the tf.Transform sums (see beam_pipeline/preprocessing.py)."""
+    """``totals`` holds the tf.Transform sums (see beam_pipeline/stages/preprocessing.py)."""
     names = list(class_names) or [str(c) for c in range(num_classes)]
     num_images = int(totals["num_images"])
     pixels = int(totals["pixels"])

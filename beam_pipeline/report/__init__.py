@@ -23,10 +23,10 @@ Imports are lazy, so that importing the package costs nothing until a report is 
 
 from typing import Dict, List, Optional
 
+from beam_pipeline.core import layout
 from beam_pipeline.report.data import ReportLimits
 
-REPORT_NAME = "report.html"
-STATISTICS_DIR = "stats"
+REPORT_NAME = layout.REPORT
 
 
 def render_report(manifest: dict, folder: str, limits: ReportLimits = ReportLimits(),

@@ -23,7 +23,7 @@ from tensorflow_metadata.proto.v0 import statistics_pb2
 from beam_pipeline.core import features as f
 from beam_pipeline.core import paths
 from beam_pipeline.core.example import frame_record
-from beam_pipeline.report import STATISTICS_DIR
+from beam_pipeline.core.layout import STATISTICS_DIR
 from beam_pipeline.report.data import class_names
 
 _FNS = statistics_pb2.FeatureNameStatistics

@@ -17,15 +17,16 @@ from typing import List, Optional, Tuple
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import (DirectOptions, FlinkRunnerOptions, GoogleCloudOptions,
                                                   JobServerOptions, PipelineOptions, PortableOptions,
-                                                  SparkRunnerOptions, StandardOptions)
+                                                  SparkRunnerOptions, StandardOptions, WorkerOptions)
 
-from beam_pipeline import listing
-from beam_pipeline.config import CorpusConfig, to_config
+from beam_pipeline import console
 from beam_pipeline.core import layout, paths, runners
 from beam_pipeline.core.selection import SplitSpec, parse_split
-from beam_pipeline.options import CorpusOptions, CorpusOptionsError, check_known_options
-from beam_pipeline.pairs import CLASS_FOLDER_GLOB
-from beam_pipeline.specs import CLASS_FOLDERS, LISTING
+from beam_pipeline.io import listing
+from beam_pipeline.launcher.config import CorpusConfig, to_config
+from beam_pipeline.launcher.options import CorpusOptions, CorpusOptionsError, check_known_options
+from beam_pipeline.stages.pairs import CLASS_FOLDER_GLOB
+from beam_pipeline.stages.specs import CLASS_FOLDERS, LISTING
 
 DEFAULT_HASH_SPLIT = "train=0.8,val=0.1,test=0.1"
 VERSIONED_PACKAGES = ("apache-beam", "pillow", "numpy", "pyarrow", "protobuf", "tensorflow-transform",
@@ -132,7 +133,7 @@ def check_output(config: CorpusConfig) -> None:
     """Refuse an --output that is a file, or that holds a dataset without --overwrite, before anything runs.
 
     Nothing is changed here: the output is only written under its lock, into a new version
-    folder, and replaced at the commit (beam_pipeline/commit.py).
+    folder, and replaced at the commit (beam_pipeline/launcher/commit.py).
     """
     output = config.output
     if not paths.split_scheme(output)[0]:
@@ -171,6 +172,19 @@ def apply_runner_defaults(argv: List[str], options: PipelineOptions) -> None:
         direct.direct_num_workers = os.cpu_count() or 1
     if not any(arg.startswith("--direct_running_mode") for arg in argv):
         direct.direct_running_mode = "multi_processing"
+
+
+def apply_worker_log_options(argv: List[str], options: PipelineOptions) -> None:
+    """Set Beam's SDK harness log options from --log_level, unless the command line sets them itself.
+
+    They travel with the job, so remote workers log (and send) only what --log_level shows;
+    the DirectRunner's workers get them when the runner is given the pipeline options
+    (console.worker_log_options says which).
+    """
+    worker = options.view_as(WorkerOptions)
+    for name, value in console.worker_log_options(options.view_as(CorpusOptions).log_level).items():
+        if not any(arg == f"--{name}" or arg.startswith(f"--{name}=") for arg in argv):
+            setattr(worker, name, value)
 
 
 def _is_direct(options: PipelineOptions) -> bool:

@@ -1,4 +1,5 @@
-"""The values each stage uses: small frozen specs, built from the checked options by config.py.
+"""The values each stage uses: small frozen specs, built from the checked options by launcher/config.py,
+and the tag of every composite's output of inputs it does not pass on (``REJECTED_TAG``).
 
 A composite takes its spec, not the whole configuration, so a test builds one
 in a line: ``ValidatePairs(CheckSpec("segmentation", Limits(num_classes=2)))``.
@@ -18,6 +19,7 @@ LISTING = "listing"                  # a listing file (.csv, .jsonl, .parquet): 
 PAIRED = "paired"                    # image and mask folders joined by --mask_template
 CLASS_FOLDERS = "class_folders"      # one sub-folder per class (classification)
 DEFAULT_MAX_FILE_BYTES = 256 * 1024 * 1024
+REJECTED_TAG = "rejected"            # every composite's output of Outcomes (rejects, duplicates, filtered)
 
 
 @dataclasses.dataclass(frozen=True)

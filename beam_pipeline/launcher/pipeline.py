@@ -6,25 +6,26 @@ from typing import Dict, List, Optional
 
 import apache_beam as beam
 
-from beam_pipeline import console, launch, stores, watch
-from beam_pipeline.balance_split import BalanceTrainSplit
-from beam_pipeline.commit import OutputRun
-from beam_pipeline.config import CorpusConfig
 from beam_pipeline.core import layout, paths
 from beam_pipeline.core.balance import growth_refusal
 from beam_pipeline.core.failures import RunFailed, describe_failure
 from beam_pipeline.core.gates import reject_refusal
 from beam_pipeline.core.selection import SplitSpec
-from beam_pipeline.metrics import SHUFFLE, counter_total
-from beam_pipeline.options import CorpusOptionsError
-from beam_pipeline.publish import PublishOutputs, read_result
-from beam_pipeline.read import ReadCorpus
-from beam_pipeline.select import SelectSubset
-from beam_pipeline.shuffle import SpreadOverWorkers
-from beam_pipeline.validate import DeduplicatePairs, ValidatePairs
-from beam_pipeline.write import WriteShards
+from beam_pipeline.io import stores
+from beam_pipeline.launcher import launch, watch
+from beam_pipeline.launcher.commit import OutputRun
+from beam_pipeline.launcher.config import CorpusConfig
+from beam_pipeline.launcher.options import CorpusOptionsError
+from beam_pipeline.stages.balance_split import BalanceTrainSplit
+from beam_pipeline.stages.counters import SHUFFLE, counter_total
+from beam_pipeline.stages.discover import ReadCorpus
+from beam_pipeline.stages.publish import PublishOutputs, read_result
+from beam_pipeline.stages.select import SelectSubset
+from beam_pipeline.stages.shuffle import SpreadOverWorkers
+from beam_pipeline.stages.validate import DeduplicatePairs, ValidatePairs
+from beam_pipeline.stages.write import WriteShards
 
-_LOG = logging.getLogger(__name__)
+_LOG = logging.getLogger("beam_pipeline.pipeline")    # the name it had before the launcher/ folder
 
 
 def _growth_refusals(growth: float, max_growth: float):
@@ -45,7 +46,7 @@ def build_pipeline(p: beam.Pipeline, config: CorpusConfig, split_spec: SplitSpec
                    versions: dict, temp_dir: str, data_dir: str):
     """Add every step to ``p``, writing into ``data_dir`` (the run's version folder, core/layout.py).
 
-    Returns the PCollection holding the pending manifest's path (beam_pipeline/publish.py).
+    Returns the PCollection holding the pending manifest's path (beam_pipeline/stages/publish.py).
     """
     refs, unpaired = p | "ReadCorpus" >> ReadCorpus(config.discover_spec())
     # PairRef | rejected Outcome (bad rows, orphans, paths outside the root)
@@ -72,7 +73,7 @@ def build_pipeline(p: beam.Pipeline, config: CorpusConfig, split_spec: SplitSpec
                            discovered), max_fraction=config.max_reject_fraction))
     # Refusal when more than --max_reject_fraction of the selected inputs were rejected
     if config.compute_stats:
-        from beam_pipeline.stats import ComputeStats  # TensorFlow is imported only when it is needed.
+        from beam_pipeline.stages.stats import ComputeStats  # TensorFlow is imported only when it is needed.
         stats, transform_written = unique | "ComputeStats" >> ComputeStats(config.stats_spec(data_dir), temp_dir)
         # stats dict (train split, from tf.Transform) | paths of the written transform output
     else:
@@ -111,17 +112,17 @@ def run(argv: Optional[List[str]] = None) -> dict:
     live run holds the output), publish.RunRefused (a gate stopped the run before any shard was
     written) and RunFailed (a write failed: the message names the file and the cause). In every
     case nothing is published and the output's previous dataset is as it was.
-    With --plan nothing runs: the result is ``{"plan": estimates}`` (see beam_pipeline/plan.py).
+    With --plan nothing runs: the result is ``{"plan": estimates}`` (see beam_pipeline/launcher/plan.py).
     """
     argv = list(argv or [])
     launched = launch.resolve(argv)
     config = launched.config
     if launched.plan_sample is not None:
-        from beam_pipeline.plan import make_plan
+        from beam_pipeline.launcher.plan import make_plan
         return {"plan": make_plan(config, launched.split, launched.plan_sample)}
     launch.check_output(config)
     launch.apply_runner_defaults(argv, launched.options)
-    console.apply_worker_log_options(argv, launched.options)
+    launch.apply_worker_log_options(argv, launched.options)
     run_options = dict(config.as_dict(), runner=launch.runner_name(launched.options))
     started = time.monotonic()
     try:

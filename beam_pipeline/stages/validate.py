@@ -1,7 +1,7 @@
 """ValidatePairs and DeduplicatePairs.
 
 ValidatePairs reads both files of every pair (bounded by --max_file_bytes),
-decodes them fully and checks them (beam_pipeline/pairs.py, core/checks.py).
+decodes them fully and checks them (beam_pipeline/stages/pairs.py, core/checks.py).
 Input: PairRef. Output: ValidPair (main) and rejected Outcome (``rejected``),
 each reason counted by a Beam counter ``ValidatePairs:rejected_<reason>``.
 
@@ -12,22 +12,22 @@ label) and reports the others as duplicates.
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from beam_pipeline import pairs, phases, progress, worker
+from beam_pipeline import phases
 from beam_pipeline.core import reasons
 from beam_pipeline.core.checks import Rejection
 from beam_pipeline.core.progress import DUPLICATES, REJECTED_PREFIX, VALID
 from beam_pipeline.core.records import DUPLICATE, REJECTED, Outcome, PairRef, ValidPair
-from beam_pipeline.metrics import REJECTED_TAG
-from beam_pipeline.shuffle import GroupPackedByKey
-from beam_pipeline.specs import CheckSpec
+from beam_pipeline.stages import counters, pairs, worker
+from beam_pipeline.stages.shuffle import GroupPackedByKey
+from beam_pipeline.stages.specs import REJECTED_TAG, CheckSpec
 
 
-class ValidatePairFn(progress.CountingDoFn):
+class ValidatePairFn(counters.CountingDoFn):
     """PairRef -> ValidPair, or a rejected Outcome with a reason code."""
 
     def __init__(self, spec: CheckSpec):
         self._spec = spec
-        self._valid = progress.counter(*VALID)
+        self._valid = counters.counter(*VALID)
         self._bytes_read = Metrics.counter("ValidatePairs", "bytes_read")
 
     def setup(self):
@@ -38,7 +38,7 @@ class ValidatePairFn(progress.CountingDoFn):
         result, bytes_read = pairs.check(ref, self._spec)
         self._bytes_read.inc(bytes_read)
         if isinstance(result, Rejection):
-            progress.counter(VALID[0], f"{REJECTED_PREFIX}{result.reason}").inc()
+            counters.counter(VALID[0], f"{REJECTED_PREFIX}{result.reason}").inc()
             yield beam.pvalue.TaggedOutput(REJECTED_TAG, Outcome.for_ref(ref, REJECTED, result.reason, result.detail))
         else:
             self._valid.inc()
@@ -67,7 +67,7 @@ def _first_wins_order(pair: ValidPair):
     return pair.ref.key, pair.ref.image or "", pair.ref.mask or "", pair.ref.split or ""
 
 
-class KeepFirstFn(progress.CountingDoFn):
+class KeepFirstFn(counters.CountingDoFn):
     """(content key, [ValidPair, ...]) -> the pair with the smallest key; duplicates as Outcomes."""
 
     def process(self, element):
@@ -76,7 +76,7 @@ class KeepFirstFn(progress.CountingDoFn):
         kept = ordered[0]
         yield kept
         for other in ordered[1:]:
-            progress.counter(*DUPLICATES).inc()
+            counters.counter(*DUPLICATES).inc()
             yield beam.pvalue.TaggedOutput(REJECTED_TAG, Outcome.for_ref(
                 other.ref, DUPLICATE, reasons.DUPLICATE, f"same content as {kept.ref.source_id}"))
 

@@ -1,9 +1,9 @@
 """The output lock and whole-file publish on object stores (gs://, s3://): lease locks by conditional writes.
 
-See stores.py for the table of guarantees per backend. A lock holder refreshes its record every
-``lease/3`` seconds from a thread; a failed compare-and-swap means another run took the lock over, and
-:meth:`ObjectStoreLock.check` (called just before the commit) then raises LockLost, so a run that lost
-its lock never writes manifest.json (fencing).
+See the package docstring (io/stores/__init__.py) for the table of guarantees per backend. A lock
+holder refreshes its record every ``lease/3`` seconds from a thread; a failed compare-and-swap means
+another run took the lock over, and :meth:`ObjectStoreLock.check` (called just before the commit) then
+raises LockLost, so a run that lost its lock never writes manifest.json (fencing).
 """
 
 import json
@@ -14,9 +14,9 @@ from typing import Callable, Optional
 
 from beam_pipeline.core import layout, paths
 from beam_pipeline.core.locking import LockLost, OutputLocked, describe, is_stale, new_record
-from beam_pipeline.stores import ACQUIRE_ATTEMPTS, OutputLock, Store, parse_record
+from beam_pipeline.io.stores.base import ACQUIRE_ATTEMPTS, OutputLock, Store, parse_record
 
-_LOG = logging.getLogger(__name__)
+_LOG = logging.getLogger("beam_pipeline.object_stores")   # the name it had before io/stores/
 DEFAULT_LEASE_SECONDS = 600.0      # far longer than clock skew between hosts; refreshed every lease / 3
 
 

@@ -3,35 +3,34 @@
 Output: a PCollection of PairRef (main) and one of Outcome (``rejected``) for
 inputs that cannot form a pair: bad listing rows, paths outside the root,
 orphan images and orphan masks. Only paths and metadata travel; no file
-content is read here. The per-input work is in beam_pipeline/pairs.py.
+content is read here. The per-input work is in beam_pipeline/stages/pairs.py.
 """
 
 import apache_beam as beam
 
-from beam_pipeline import pairs, progress
 from beam_pipeline.core.progress import DISCOVERED, REJECTED_PREFIX
 from beam_pipeline.core.records import Outcome, PairRef
-from beam_pipeline.metrics import REJECTED_TAG
-from beam_pipeline.specs import DiscoverSpec
+from beam_pipeline.stages import counters, pairs
+from beam_pipeline.stages.specs import REJECTED_TAG, DiscoverSpec
 
 
 class _Discovered:
     """Counts what leaves ReadCorpus, as manifest.json's ``discovered`` does: pairs and unpaired inputs."""
 
     def __init__(self):
-        self._found = progress.counter(*DISCOVERED)
+        self._found = counters.counter(*DISCOVERED)
 
     def tagged(self, item):
         if isinstance(item, Outcome):
             self._found.inc()
-            progress.counter(DISCOVERED[0], f"{REJECTED_PREFIX}{item.reason}").inc()
+            counters.counter(DISCOVERED[0], f"{REJECTED_PREFIX}{item.reason}").inc()
             return beam.pvalue.TaggedOutput(REJECTED_TAG, item)
         if isinstance(item, PairRef):
             self._found.inc()
         return item
 
 
-class DiscoverFn(progress.CountingDoFn):
+class DiscoverFn(counters.CountingDoFn):
     """Source -> PairRef, or a rejected Outcome (listing files, class folders); or (mask path, path) to join."""
 
     def __init__(self, spec: DiscoverSpec):
@@ -43,7 +42,7 @@ class DiscoverFn(progress.CountingDoFn):
             yield self._discovered.tagged(item)
 
 
-class JoinOnMaskPathFn(progress.CountingDoFn):
+class JoinOnMaskPathFn(counters.CountingDoFn):
     """(mask path, {images: [...], masks: [...]}) -> PairRef, or orphan Outcomes."""
 
     def __init__(self, spec: DiscoverSpec):

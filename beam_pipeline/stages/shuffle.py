@@ -13,7 +13,7 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 
 from beam_pipeline.core.records import pack, unpack
-from beam_pipeline.metrics import SHUFFLE
+from beam_pipeline.stages.counters import SHUFFLE
 
 
 def packed(record) -> bytes:

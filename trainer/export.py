@@ -32,7 +32,7 @@ import tensorflow_transform as tft
 
 from trainer.padding import pad_for_network
 
-_LOG = logging.getLogger(__name__)
+_LOG = logging.getLogger("trainer.serving")    # the name it had as trainer/serving.py
 INPUT_NAME = "image_bytes"
 PADDING_CLASS = -1                       # class_map entries outside an image's own height x width
 IMAGE_ENCODED = "image/encoded"          # the raw feature of the tf.Transform graph that holds the bytes

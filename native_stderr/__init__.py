@@ -1,6 +1,8 @@
-"""Native code's lines on file descriptor 2, which no log level reaches, filtered (see console.py).
+"""Native code's lines on file descriptor 2, which no log level reaches, filtered.
 
-Only the standard library is imported here: it runs before Beam or TensorFlow is imported.
+A leaf package shared by both packages' consoles (beam_pipeline/console.py, trainer/console.py), which
+are otherwise coupled through artifacts only: it imports nothing but the standard library, so it runs
+before Beam or TensorFlow is imported.
 """
 
 import atexit
@@ -25,9 +27,9 @@ NATIVE_NOISE = re.compile(rb"""
 class NativeStderrFilter:
     """Pass file descriptor 2 through a pipe that drops the lines matching ``noise``.
 
-    Native code (TensorFlow's C++ log, absl) and child processes (the SDK
-    workers inherit descriptor 2) write to the pipe; a thread forwards every
-    other line to ``sys.stderr``. Python's own ``sys.stderr`` in this process
+    Native code (TensorFlow's C++ log, absl) and child processes (the
+    pipeline's SDK workers inherit descriptor 2) write to the pipe; a thread
+    forwards every other line to ``sys.stderr``. Python's own ``sys.stderr`` in this process
     writes straight to the terminal (or log file), so tracebacks and the
     progress bar never wait on the thread.
     """

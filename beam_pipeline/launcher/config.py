@@ -1,7 +1,7 @@
 """The checked options: CorpusConfig, and the small per-stage specs built from it.
 
 :func:`to_config` checks the command line's CorpusOptions and turns them into
-the frozen :class:`CorpusConfig`; each stage gets only its spec (specs.py).
+the frozen :class:`CorpusConfig`; each stage gets only its spec (stages/specs.py).
 """
 
 import dataclasses
@@ -14,9 +14,9 @@ from beam_pipeline.core.checks import Limits
 from beam_pipeline.core.filter_expr import FilterExpression, parse_filter
 from beam_pipeline.core.gates import DEFAULT_MAX_REJECT_FRACTION
 from beam_pipeline.core.selection import SplitSpec, parse_split
-from beam_pipeline.options import CorpusOptions, CorpusOptionsError, csv_list
-from beam_pipeline.specs import (CLASS_FOLDERS, LISTING, PAIRED, BalanceSpec, CheckSpec, DiscoverSpec, PublishSpec,
-                                 SelectSpec, StatsSpec, WriteSpec)
+from beam_pipeline.launcher.options import CorpusOptions, CorpusOptionsError, csv_list
+from beam_pipeline.stages.specs import (CLASS_FOLDERS, LISTING, PAIRED, BalanceSpec, CheckSpec, DiscoverSpec,
+                                        PublishSpec, SelectSpec, StatsSpec, WriteSpec)
 
 LISTING_SUFFIXES = (".csv", ".jsonl", ".json", ".parquet")
 INPUT_FORMAT_ALIASES = {"manifest": LISTING}     # the command line's older name for a listing file
@@ -28,7 +28,7 @@ class CorpusConfig:
     input: str
     output: str
     task: str
-    input_format: str                       # listing | paired | class_folders (specs.py)
+    input_format: str                       # listing | paired | class_folders (stages/specs.py)
     limits: Limits
     class_names: Tuple[str, ...]
     image_globs: Tuple[str, ...]

@@ -15,11 +15,11 @@ import dataclasses
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from beam_pipeline.core.balance import (class_repeat_factors, copies_for, image_repeat_factor,
-                                        presence_counts, rarest_class)
+from beam_pipeline.core.balance import (class_repeat_factors, copies_for, image_repeat_factor, presence_counts,
+                                        rarest_class)
 from beam_pipeline.core.records import ValidPair
 from beam_pipeline.core.selection import TRAIN
-from beam_pipeline.specs import BalanceSpec
+from beam_pipeline.stages.specs import BalanceSpec
 
 
 def repeat_factors(stats: dict, threshold: float):

@@ -1,10 +1,12 @@
-"""Progress counters in the workers (the launcher shows them: beam_pipeline/watch.py).
+"""The stages' counters: progress counters in the workers, and counters read back after a run.
+
+The launcher shows the progress counters' totals (beam_pipeline/launcher/watch.py).
 
 From the workers to the launcher. The composites count their work with
 :func:`counter`: a Beam counter (what every runner's UI shows) that also adds
 to a running total kept in the worker process. On the DirectRunner the
 workers are processes on this machine, started by the launcher, so they
-inherit its environment: :func:`beam_pipeline.watch.run_and_watch` names a fresh folder in
+inherit its environment: :func:`beam_pipeline.launcher.watch.run_and_watch` names a fresh folder in
 ``BEAM_PIPELINE_PROGRESS_DIR``, and each worker process writes its totals to
 ``<folder>/<pid>.json`` (a write to a temporary name and a rename, so a
 reader never sees half a file) from a background thread every
@@ -15,6 +17,8 @@ gives each worker a whole stage as one bundle, so they cannot show progress.
 Without the variable (other runners, tests of single composites) the totals
 are not kept.
 
+After a run, :func:`counter_total` reads one counter's total from the job's own metrics (the bytes
+the shuffles carried, ``SHUFFLE``).
 """
 
 import json
@@ -25,9 +29,11 @@ from typing import Dict, Optional
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
+from apache_beam.metrics.metric import MetricsFilter
 
 
 ENV = "BEAM_PIPELINE_PROGRESS_DIR"
+SHUFFLE = ("Shuffle", "value_bytes")     # bytes of packed records sent through shuffles (shuffle.py)
 FLUSH_SECONDS = 0.5         # a worker writes its totals this often when they changed (and at every bundle's end)
 
 
@@ -131,3 +137,17 @@ def read_totals(folder: str) -> Dict[str, int]:
         for key, value in worker.items():
             counts[key] = counts.get(key, 0) + value
     return counts
+
+
+# --------------------------------------------------------------------------
+# After the run
+# --------------------------------------------------------------------------
+def counter_total(result, namespace: str, name: str) -> Optional[int]:
+    """A counter's total from a finished run, or None when the runner reports no metrics."""
+    try:
+        counters = result.metrics().query(MetricsFilter().with_namespace(namespace).with_name(name))["counters"]
+    except NotImplementedError:
+        return None
+    if not counters:
+        return None
+    return sum(c.committed if c.committed is not None else c.attempted for c in counters)

@@ -1,84 +1,16 @@
-"""What Beam's FileSystems lacks, per storage backend: the output lock, a whole-file publish, and
-cleaning up uploads a killed run left unfinished.
+"""The output lock and whole-file publish on local disk (and any filesystem mounted on this host):
+a lock file created complete and ``link()``ed into place, held by ``flock``; publish by temp file,
+fsync and ``os.replace``."""
 
-Everything else (reading, writing, listing, deleting) goes through Beam's FileSystems and so works on
-every scheme Beam knows. These three need guarantees FileSystems does not expose:
-
-=====================  ==============================  ========================  ===========================
-                       local disk                      gs://                     s3://
-=====================  ==============================  ========================  ===========================
-lock: create if absent  ``link()`` of a complete file  ``ifGenerationMatch=0``   ``If-None-Match: *``
-lock: is the holder     it still holds the ``flock``   heartbeat within lease    heartbeat within lease
-alive                   (exact, dies with the process) (or its pid, same host)   (or its pid, same host)
-lock: take-over         under that ``flock``           compare-and-swap on the   compare-and-swap on the
-                                                       generation read           ETag read (``If-Match``)
-whole-file publish      temp file, fsync, os.replace   an upload appears whole   a PUT appears whole
-unfinished uploads      none                           none (sessions expire)    abort multipart uploads
-=====================  ==============================  ========================  ===========================
-
-:func:`store_for` picks the backend from the output's scheme. :class:`LocalStore` is here, the object
-stores' in object_stores.py. The local one is tested
-(tests/test_locks.py and the kill matrix); the S3 and GCS backends call boto3 and
-google-cloud-storage directly, built from the same pipeline options Beam's filesystems use, and
-import them only when used (their tests run against local S3 and GCS servers: issue 14).
-
-A lock holder on an object store refreshes its record every ``lease/3`` seconds from a thread; a
-failed compare-and-swap means another run took the lock over, and :meth:`OutputLock.check`
-(called just before the commit) then raises LockLost, so a run that lost its lock never writes
-manifest.json (fencing).
-"""
-
-import abc
 import fcntl
 import json
 import os
 import time
 from typing import Optional
 
-from beam_pipeline.core import layout, paths
+from beam_pipeline.core import layout
 from beam_pipeline.core.locking import LockLost, OutputLocked, describe, new_record
-
-ACQUIRE_ATTEMPTS = 5               # tries to create or take over a lock record that keeps changing
-
-
-class OutputLock(abc.ABC):
-    """One run's hold on an output folder: acquire before writing anything, check before the commit."""
-
-    record: Optional[dict] = None
-
-    @abc.abstractmethod
-    def acquire(self, run_id: str) -> Optional[str]:
-        """Take the lock for ``run_id``; raises OutputLocked naming a live holder.
-
-        Returns the line that says a stale lock was taken over, or None.
-        """
-
-    @abc.abstractmethod
-    def check(self) -> None:
-        """Raise LockLost when another run has taken the lock over (fencing, just before the commit)."""
-
-    @abc.abstractmethod
-    def release(self) -> None:
-        """Give the lock up (a killed run cannot; the next run takes its stale lock over)."""
-
-
-class Store(abc.ABC):
-    """The backend-specific operations for one output folder."""
-
-    def __init__(self, output: str):
-        self.output = output
-
-    @abc.abstractmethod
-    def lock(self) -> OutputLock:
-        """A new, not yet acquired, lock on the output folder."""
-
-    @abc.abstractmethod
-    def publish_file(self, path: str, data: bytes) -> None:
-        """Write a small file so that readers see either the old content or the whole new one."""
-
-    def abort_unfinished_uploads(self) -> int:
-        """Remove what killed writers left invisible under the output; returns how many. Nothing by default."""
-        return 0
+from beam_pipeline.io.stores.base import ACQUIRE_ATTEMPTS, OutputLock, Store, parse_record
 
 
 # --------------------------------------------------------------------------
@@ -170,13 +102,6 @@ class LocalLock(OutputLock):
             self._fd = None
 
 
-def parse_record(data: bytes) -> dict:
-    try:
-        return json.loads(data or b"{}")
-    except ValueError:
-        return {}
-
-
 class LocalStore(Store):
     def lock(self) -> OutputLock:
         return LocalLock(self.output)
@@ -201,16 +126,3 @@ class LocalStore(Store):
             os.fsync(fd)
         finally:
             os.close(fd)
-
-
-def store_for(output: str, options) -> Store:
-    """The backend of ``output``'s scheme: local disk, gs:// or s3://."""
-    scheme = paths.split_scheme(output)[0]
-    if not scheme:
-        return LocalStore(output)
-    from beam_pipeline import object_stores     # boto3 or google-cloud-storage only when used
-    if scheme == "gs://":
-        return object_stores.GcsStore(output, options)
-    if scheme == "s3://":
-        return object_stores.S3Store(output, options)
-    raise ValueError(f"--output {output}: no lock is known for {scheme} outputs (local paths, gs:// and s3:// are)")

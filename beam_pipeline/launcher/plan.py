@@ -11,7 +11,7 @@
 4. Scale up with :func:`beam_pipeline.core.plan.estimate`, and count the object-store requests
    of the run with :func:`beam_pipeline.core.plan.object_store_requests`.
 
-Discovery, selection, checks and records are beam_pipeline/pairs.py's, the
+Discovery, selection, checks and records are beam_pipeline/stages/pairs.py's, the
 functions the pipeline's composites call. Paired folders are estimated from
 the image listing: a missing mask shows in the sample as ``missing_file`` where
 the real run reports ``orphan_image``, and masks without an image are not
@@ -26,8 +26,6 @@ import resource
 import time
 from typing import List, Tuple
 
-from beam_pipeline import pairs
-from beam_pipeline.config import CorpusConfig
 from beam_pipeline.core.checks import Rejection
 from beam_pipeline.core.example import frame_record
 from beam_pipeline.core.hashing import stable_hash
@@ -36,12 +34,14 @@ from beam_pipeline.core.plan import (REQUESTS_PER_OPEN, UPLOAD_CHUNK_BYTES, Pair
                                      human_count, object_store_requests, shards_line)
 from beam_pipeline.core.records import REJECTED, VALID, Outcome, pack, unpack
 from beam_pipeline.core.selection import SplitSpec
-from beam_pipeline.specs import CLASS_FOLDERS, PAIRED, CheckSpec
+from beam_pipeline.launcher.config import CorpusConfig
+from beam_pipeline.stages import pairs
+from beam_pipeline.stages.specs import CLASS_FOLDERS, PAIRED, CheckSpec
 
 PLAN_SALT = "plan"
 PROGRESS_EVERY = 100_000
 
-_LOG = logging.getLogger(__name__)
+_LOG = logging.getLogger("beam_pipeline.plan")        # the name it had before the launcher/ folder
 
 
 def _load_worker_libraries(compute_stats: bool) -> None:

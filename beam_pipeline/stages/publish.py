@@ -1,6 +1,6 @@
 """PublishOutputs: the job's last step. It writes rejects, class index and stats.json into the run's
 version folder, takes the digest of every file the job wrote, and leaves the pending manifest for the
-launcher, which commits it (beam_pipeline/commit.py).
+launcher, which commits it (beam_pipeline/launcher/commit.py).
 
 Inputs: ShardInfo, every Outcome (filtered, rejected, duplicate), the number
 of discovered inputs, the stats dict (empty without statistics), class-index
@@ -17,11 +17,12 @@ import dataclasses
 import apache_beam as beam
 from apache_beam.io import textio
 
-from beam_pipeline import files, phases, storage
+from beam_pipeline import phases
 from beam_pipeline.core import digests, layout, paths
 from beam_pipeline.core.manifest import build_manifest, count_outcomes
 from beam_pipeline.core.records import FILTERED, Outcome, Refusal
-from beam_pipeline.specs import PublishSpec
+from beam_pipeline.io import files, streams
+from beam_pipeline.stages.specs import PublishSpec
 
 
 class RunRefused(Exception):
@@ -46,10 +47,10 @@ def _to_json(outcome: Outcome) -> str:
 
 
 class _JsonLinesSink(textio._TextSink):  # noqa: SLF001 - WriteToText's sink, opened through storage
-    """Beam's text sink, whose files may be empty on s3:// too (storage.create_for_write)."""
+    """Beam's text sink, whose files may be empty on s3:// too (streams.create_for_write)."""
 
     def open(self, temp_path):
-        return storage.create_for_write(temp_path, self.mime_type, self.compression_type)
+        return streams.create_for_write(temp_path, self.mime_type, self.compression_type)
 
 
 class _WriteJsonLines(beam.io.WriteToText):

@@ -10,7 +10,6 @@ import dataclasses
 import hashlib
 from typing import Iterable, Iterator, Optional, Tuple, Union
 
-from beam_pipeline import listing, storage
 from beam_pipeline.core import paths, reasons, selection
 from beam_pipeline.core.checks import Rejection
 from beam_pipeline.core.example import pair_record
@@ -18,7 +17,8 @@ from beam_pipeline.core.hashing import stable_hash
 from beam_pipeline.core.pairing import pair_by_mask_path
 from beam_pipeline.core.records import FILTERED, Outcome, PairRef, ValidPair
 from beam_pipeline.core.validation import validate_classification, validate_segmentation
-from beam_pipeline.specs import CLASS_FOLDERS, LISTING, PAIRED, CheckSpec, DiscoverSpec, SelectSpec
+from beam_pipeline.io import listing, streams
+from beam_pipeline.stages.specs import CLASS_FOLDERS, LISTING, PAIRED, CheckSpec, DiscoverSpec, SelectSpec
 
 Discovered = Union[PairRef, Outcome]
 CLASS_FOLDER_GLOB = "*/*"      # one folder per class, relative to the input folder
@@ -127,11 +127,11 @@ def read_file(path: str, max_bytes: int, what: str) -> Union[bytes, Rejection]:
     returns fewer bytes than asked is the end of the file, so an object costs one read request
     after it is opened (another read, past the end, would be one more request on GCS). A server or
     network error that outlived the storage clients' retries is raised, not turned into a
-    rejection (beam_pipeline/storage.py).
+    rejection (beam_pipeline/streams.py).
     """
     try:
-        handle = storage.open_for_read(path)
-    except storage.read_errors() as error:
+        handle = streams.open_for_read(path)
+    except streams.read_errors() as error:
         return _unusable(path, what, "opened", error)
     try:
         with handle:
@@ -146,7 +146,7 @@ def read_file(path: str, max_bytes: int, what: str) -> Union[bytes, Rejection]:
                 # a request past the end on gs:// (README, "Cost per TB").
                 if len(chunk) < wanted:
                     break
-    except storage.read_errors() as error:
+    except streams.read_errors() as error:
         return _unusable(path, what, "read", error)
     if size > max_bytes:
         return Rejection(reasons.FILE_TOO_LARGE, f"{what} file is larger than {max_bytes} bytes")
@@ -156,7 +156,7 @@ def read_file(path: str, max_bytes: int, what: str) -> Union[bytes, Rejection]:
 
 
 def _unusable(path: str, what: str, action: str, error: BaseException) -> Rejection:
-    if storage.read_failure(error, path) == storage.MISSING:
+    if streams.read_failure(error, path) == streams.MISSING:
         return Rejection(reasons.MISSING_FILE, f"{what} file not found: {path}")
     return Rejection(reasons.UNREADABLE, f"{what} file cannot be {action}: {error}")
 

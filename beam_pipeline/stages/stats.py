@@ -28,15 +28,16 @@ import tensorflow_transform.beam as tft_beam
 from tensorflow_transform.tf_metadata import dataset_metadata, schema_utils
 from tfx_bsl.public import tfxio
 
-from beam_pipeline import phases, storage
+from beam_pipeline import phases
 from beam_pipeline.core import layout, paths
-from beam_pipeline.core.runners import tensorflow_can_write
 from beam_pipeline.core.records import ValidPair
+from beam_pipeline.core.runners import tensorflow_can_write
 from beam_pipeline.core.selection import TRAIN
 from beam_pipeline.core.stats import build_stats, summary_values
-from beam_pipeline.preprocessing import (NORMALISATION, SCALAR_TOTALS, STATS_PREFIX, bound_preprocessing_fn,
-                                         raw_feature_spec)
-from beam_pipeline.specs import StatsSpec
+from beam_pipeline.io import streams
+from beam_pipeline.stages.preprocessing import (NORMALISATION, SCALAR_TOTALS, STATS_PREFIX, bound_preprocessing_fn,
+                                                raw_feature_spec)
+from beam_pipeline.stages.specs import StatsSpec
 
 _TELEMETRY = ["beam_pipeline", "ComputeStats"]
 MAX_BATCH = 1000        # summaries per record batch
@@ -107,7 +108,7 @@ class CopyTransformOutputFn(beam.DoFn):
         self._target = target
 
     def process(self, _, written, stats):
-        copied = storage.copy_tree(os.path.join(self._stage, layout.TRANSFORM_DIR), self._target)
+        copied = streams.copy_tree(os.path.join(self._stage, layout.TRANSFORM_DIR), self._target)
         shutil.rmtree(self._stage, ignore_errors=True)
         for relative in sorted(copied):
             yield paths.join(self._target, relative)

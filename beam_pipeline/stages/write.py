@@ -27,7 +27,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
-from beam_pipeline import pairs, phases, progress, worker
+from beam_pipeline import phases
 from beam_pipeline.core import paths
 from beam_pipeline.core.checks import Rejection
 from beam_pipeline.core.example import frame_record
@@ -37,9 +37,9 @@ from beam_pipeline.core.records import REJECTED, ClassTally, Outcome, ShardInfo,
 from beam_pipeline.core.selection import TRAIN
 from beam_pipeline.core.sharding import (bucket_of, num_shards_for, pack_buckets, record_order, same_images,
                                          shard_file_name)
-from beam_pipeline.metrics import REJECTED_TAG
-from beam_pipeline.shuffle import GroupPackedByKey
-from beam_pipeline.specs import WriteSpec
+from beam_pipeline.stages import counters, pairs, worker
+from beam_pipeline.stages.shuffle import GroupPackedByKey
+from beam_pipeline.stages.specs import REJECTED_TAG, WriteSpec
 
 CLASS_INDEX = "class_index"
 READ_AHEAD = 8          # Records read, checked and encoded ahead of the one being written.
@@ -80,13 +80,13 @@ class AssignShardFn(beam.DoFn):
         yield (group, shard, shards), pair
 
 
-class WriteShardFn(progress.CountingDoFn):
+class WriteShardFn(counters.CountingDoFn):
     """((group, shard, num_shards), [ValidPair, ...]) -> ShardInfo, rejected Outcomes, index lines."""
 
     def __init__(self, spec: WriteSpec):
         self._spec = spec
-        self._records = progress.counter(*RECORDS_WRITTEN)
-        self._pairs = progress.counter(*PAIRS_WRITTEN)
+        self._records = counters.counter(*RECORDS_WRITTEN)
+        self._pairs = counters.counter(*PAIRS_WRITTEN)
         self._bytes = Metrics.counter("WriteShards", "bytes_written")
 
     def setup(self):
@@ -110,7 +110,7 @@ class WriteShardFn(progress.CountingDoFn):
             for pair, record in self._records_in_order(ordered):
                 split, stratum = pair.ref.split, pair.stratum
                 if isinstance(record, Rejection):
-                    progress.counter(PAIRS_WRITTEN[0], f"{REJECTED_PREFIX}{record.reason}").inc()
+                    counters.counter(PAIRS_WRITTEN[0], f"{REJECTED_PREFIX}{record.reason}").inc()
                     yield beam.pvalue.TaggedOutput(REJECTED_TAG, Outcome.for_ref(
                         pair.ref, REJECTED, record.reason, record.detail))
                     continue

@@ -3,20 +3,19 @@
 Input: PairRef. Output: (PairRef with ``split`` set and its metadata dropped,
 Outcome for everything filtered out or without a split). Every decision
 depends on the key and the metadata only, never on order or on Python's
-``hash()``; the per-pair decisions are in beam_pipeline/pairs.py.
+``hash()``; the per-pair decisions are in beam_pipeline/stages/pairs.py.
 """
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from beam_pipeline import pairs, progress
 from beam_pipeline.core.progress import SELECTED
 from beam_pipeline.core.records import Outcome, PairRef
-from beam_pipeline.metrics import REJECTED_TAG
-from beam_pipeline.specs import SelectSpec
+from beam_pipeline.stages import counters, pairs
+from beam_pipeline.stages.specs import REJECTED_TAG, SelectSpec
 
 
-class SelectFn(progress.CountingDoFn):
+class SelectFn(counters.CountingDoFn):
     """PairRef -> PairRef kept, or an Outcome (filtered, or rejected by a --filter error)."""
 
     def __init__(self, spec: SelectSpec):
@@ -29,21 +28,21 @@ class SelectFn(progress.CountingDoFn):
             self._kept.inc()
             yield ref
         else:
-            progress.counter("SelectSubset", f"{outcome.status}_{outcome.reason}").inc()
+            counters.counter("SelectSubset", f"{outcome.status}_{outcome.reason}").inc()
             yield beam.pvalue.TaggedOutput(REJECTED_TAG, outcome)
 
 
-class AssignSplitFn(progress.CountingDoFn):
+class AssignSplitFn(counters.CountingDoFn):
     """PairRef -> PairRef with its split, or a rejected Outcome when it has none."""
 
     def __init__(self, spec: SelectSpec):
         self._spec = spec
-        self._selected = progress.counter(*SELECTED)
+        self._selected = counters.counter(*SELECTED)
 
     def process(self, ref: PairRef):
         item = pairs.with_split(ref, self._spec)
         if isinstance(item, Outcome):
-            progress.counter("SelectSubset", f"{item.status}_{item.reason}").inc()
+            counters.counter("SelectSubset", f"{item.status}_{item.reason}").inc()
             yield beam.pvalue.TaggedOutput(REJECTED_TAG, item)
         else:
             self._selected.inc()

@@ -1,6 +1,6 @@
 """Watching a job from the launcher: on the DirectRunner a live bar or plain lines; elsewhere, where to watch.
 
-The workers count with :mod:`beam_pipeline.progress` (counters whose running
+The workers count with :mod:`beam_pipeline.stages.counters` (counters whose running
 totals each worker process writes to the folder in ``BEAM_PIPELINE_PROGRESS_DIR``).
 :func:`run_and_watch` names that folder, runs the job, and shows the summed
 totals as a bar (a terminal) or lines every ``--progress_every`` seconds (a
@@ -20,7 +20,7 @@ from typing import Dict, Optional
 from beam_pipeline import console
 from beam_pipeline.core import progress as figures
 from beam_pipeline.core.progress import MEASURED, PhaseClock, Progress, RunnerPlace
-from beam_pipeline.progress import ENV, read_totals
+from beam_pipeline.stages.counters import ENV, read_totals
 
 _LOG = logging.getLogger("beam_pipeline.progress")       # the lines are "progress" in a log, as README shows
 POLL_SECONDS = 0.5          # the launcher reads the totals this often, or twice per --progress_every if shorter
@@ -169,7 +169,7 @@ class Monitor:
 
 
 def _display(options):
-    from beam_pipeline.options import CorpusOptions
+    from beam_pipeline.launcher.options import CorpusOptions
     mode = console.progress_display()
     if mode == "off":
         return None

@@ -10,7 +10,7 @@ What a reader of ``OUTPUT`` sees (README, "Failure and recovery"):
 * a reader that loaded the old manifest before that moment keeps reading its version, which stays
   until ``--keep_versions`` newer commits have replaced it.
 
-The commit, in the launcher, which holds the output's lock (beam_pipeline/stores.py): read the
+The commit, in the launcher, which holds the output's lock (beam_pipeline/io/stores/local.py): read the
 job's pending manifest; list the version folder once and check every file the job wrote against
 the sizes in its ``files`` table (digests were taken as the job wrote them); drop the job's
 working files; write ``report.html`` and ``stats/<split>.tfrecord`` (beam_pipeline.report) and
@@ -25,13 +25,14 @@ import os
 import uuid
 from typing import List, Optional
 
-from beam_pipeline import files, phases
+from beam_pipeline import phases
 from beam_pipeline.core import digests, layout, paths
 from beam_pipeline.core.failures import RunFailed
-from beam_pipeline.options import CorpusOptionsError
-from beam_pipeline.stores import Store
+from beam_pipeline.io import files
+from beam_pipeline.io.stores.base import Store
+from beam_pipeline.launcher.options import CorpusOptionsError
 
-_LOG = logging.getLogger(__name__)
+_LOG = logging.getLogger("beam_pipeline.commit")      # the name it had before the launcher/ folder
 
 
 def read_manifest(output: str) -> Optional[dict]:
