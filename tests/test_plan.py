@@ -101,7 +101,7 @@ def test_readme_cost_per_tb_comes_from_the_model():
     assert from_listing["gets"] == 60_000_000           # 30 M opens x 2
     assert from_listing["uploads"] == 74_510            # 7,451 x (1 + 8 + 1)
     assert from_folders["list_pages"] == 15_000
-    cost = re.search(r"\*\*Cloud Storage requests\*\*.*?(?=\n\n)", (Path(ROOT) / "README.md").read_text(), re.DOTALL).group(0)
+    cost = re.search(r"\*\*Cloud Storage requests\*\*.*?(?=\n\n)", Path(ROOT, "docs/runners.md").read_text(), re.DOTALL).group(0)
     cost = " ".join(cost.split())
     for figure in ("30 M opens", "60 M GET requests", "$24 per TB", "74,510 upload requests", "15,000 listing pages"):
         assert figure in cost, figure

@@ -1,4 +1,5 @@
-"""Every command in README.md, checked by the project's own parsers and launch checks: nothing runs, no I/O.
+"""Every command in README.md and docs/*.md, checked by the project's own parsers and launch checks: nothing
+runs, no I/O. An error names the file and line (``docs/runners.md:42: ...``).
 
 Each ```sh block is split into commands as a shell would (line continuations, comments, ``NAME=value``
 prefixes, quoting), placeholders such as BUCKET and PROJECT are given values of the right shape, and:
@@ -39,10 +40,12 @@ import yaml
 from conftest import ROOT
 
 README = Path(ROOT) / "README.md"
+# README.md and every docs/*.md file (not docs/images/): the documents whose commands are checked.
+DOCUMENTS = [README, *sorted((Path(ROOT) / "docs").glob("*.md"))]
 SHELL_LANGUAGES = ("sh", "bash", "shell")
 YAML_LANGUAGES = ("yaml", "yml")
 PYTHONS = ("python", "python3", ".venv/bin/python")
-# Placeholders README may use, each replaced by a value of the shape the option needs (Beam checks that a
+# Placeholders the documents may use, each replaced by a value of the shape the option needs (Beam checks that a
 # project id and a bucket name are well formed). A misspelt placeholder stays, and then usually fails.
 PLACEHOLDERS = {
     "BUCKET": "example-bucket",
@@ -60,8 +63,8 @@ SKIPPED = {
     "printf": "builds a REST request body (the shell's own)",
     "curl": "sends a REST request to a running server",
 }
-# README commands that are wrong today, each with what is wrong. Each is an xfail(strict=True): once
-# README is corrected the entry fails as XPASS (and test_known_broken_entries_still_match fails), so the
+# Documented commands that are wrong today, each with what is wrong. Each is an xfail(strict=True): once
+# the document is corrected the entry fails as XPASS (and test_known_broken_entries_still_match fails), so the
 # entry is deleted together with the fix. The key is a piece of the command's text.
 KNOWN_BROKEN: Dict[str, str] = {}
 # Vertex AI API field names (CustomJobSpec, WorkerPoolSpec, MachineSpec, ContainerSpec, EnvVar).
@@ -78,26 +81,33 @@ VERTEX_JOBS = ("chief", "worker", "ps", "evaluator")   # TF_CONFIG job of worker
 
 
 class CommandError(AssertionError):
-    """A README command that would fail as written; the message says where and why."""
+    """A documented command that would fail as written; the message says where (file:line) and why."""
 
 
 @dataclasses.dataclass(frozen=True)
 class Block:
     language: str
-    line: int             # README line of the block's first line
+    line: int             # line of the block's first line in its file
     text: str
+    source: str = "README.md"   # the file, relative to the checkout
 
 
 @dataclasses.dataclass(frozen=True)
 class Command:
-    line: int             # README line where the command starts
+    line: int             # line where the command starts in its file
     text: str             # as written, continuation lines joined
     env: Tuple[Tuple[str, str], ...]
     argv: Tuple[str, ...]  # program and arguments, placeholders filled in
+    source: str = "README.md"   # the file, relative to the checkout
+
+    @property
+    def where(self) -> str:
+        return f"{self.source}:{self.line}"
 
 
-def fenced_blocks(markdown: str) -> List[Block]:
-    """The fenced code blocks, with the fence's indentation (a block inside a list item) removed."""
+def fenced_blocks(markdown: str, source: str = "README.md") -> List[Block]:
+    """The fenced code blocks of the file ``source``, with the fence's indentation (a block inside a list
+    item) removed."""
     blocks, open_fence = [], None
     for number, line in enumerate(markdown.splitlines(), 1):
         stripped = line.strip()
@@ -107,12 +117,12 @@ def fenced_blocks(markdown: str) -> List[Block]:
         elif stripped.startswith("```"):
             language, first, indent, lines = open_fence
             blocks.append(Block(language, first, "\n".join(text[indent:] if not text[:indent].strip() else text
-                                                           for text in lines)))
+                                                           for text in lines), source))
             open_fence = None
         else:
             open_fence[3].append(line)
     if open_fence is not None:
-        raise CommandError(f"README.md:{open_fence[1] - 1}: a ``` fence is never closed")
+        raise CommandError(f"{source}:{open_fence[1] - 1}: a ``` fence is never closed")
     return blocks
 
 
@@ -138,17 +148,18 @@ def shell_commands(block: Block) -> List[Command]:
         try:
             words = shlex.split(text, comments=True)
         except ValueError as error:
-            raise CommandError(f"README.md:{start}: {error}: {text}") from None
+            raise CommandError(f"{block.source}:{start}: {error}: {text}") from None
         env = []
         while words and ENV_ASSIGNMENT.fullmatch(words[0]):
             name, value = words.pop(0).split("=", 1)
             env.append((name, fill_placeholders(value)))
         if words:
-            commands.append(Command(start, text, tuple(env), tuple(fill_placeholders(word) for word in words)))
+            commands.append(Command(start, text, tuple(env), tuple(fill_placeholders(word) for word in words),
+                                    block.source))
         elif env:
-            raise CommandError(f"README.md:{start}: an assignment without a command: {text}")
+            raise CommandError(f"{block.source}:{start}: an assignment without a command: {text}")
     if pending:
-        raise CommandError(f"README.md:{start}: the block ends inside a line continuation")
+        raise CommandError(f"{block.source}:{start}: the block ends inside a line continuation")
     return commands
 
 
@@ -281,8 +292,8 @@ OWN_PARSERS = {
 
 
 def check_command(command: Command) -> str:
-    """Check one README command; returns what was done with it, raises CommandError."""
-    where = f"README.md:{command.line}"
+    """Check one documented command; returns what was done with it, raises CommandError."""
+    where = command.where
     program, *args = command.argv
     if program in PYTHONS and args[:1] == ["-m"] and len(args) > 1:
         module, rest, env = args[1], args[2:], dict(command.env)
@@ -312,7 +323,7 @@ def _unknown_fields(mapping, known, what: str, where: str) -> None:
 
 def check_vertex_job(block: Block) -> str:
     """A Vertex AI CustomJobSpec in YAML: field names, the trainer command and its args, and the cluster."""
-    where = f"README.md:{block.line}"
+    where = f"{block.source}:{block.line}"
     try:
         spec = yaml.safe_load(block.text)
     except yaml.YAMLError as error:
@@ -366,8 +377,13 @@ def _check_vertex_cluster(pools, where: str) -> None:
 
 # ---------------------------------------------------------------------------------------------------------
 
+def _source(path: Path) -> str:
+    return path.relative_to(ROOT).as_posix()
+
+
 def readme_blocks() -> List[Block]:
-    return fenced_blocks(README.read_text())
+    """The fenced blocks of README.md and of every docs/*.md file, each naming its file."""
+    return [block for path in DOCUMENTS for block in fenced_blocks(path.read_text(), _source(path))]
 
 
 def readme_commands() -> List[Command]:
@@ -393,31 +409,32 @@ YAML_BLOCKS = [block for block in readme_blocks() if block.language in YAML_LANG
 
 
 @pytest.mark.parametrize("command", _params(COMMANDS, lambda c: c.text,
-                                            lambda c: f"line{c.line}-{' '.join(c.argv[:3])}"))
+                                            lambda c: f"{c.where}-{' '.join(c.argv[:3])}"))
 def test_readme_command(command):
     check_command(command)
 
 
-@pytest.mark.parametrize("block", _params(YAML_BLOCKS, lambda b: b.text, lambda b: f"line{b.line}-yaml"))
+@pytest.mark.parametrize("block", _params(YAML_BLOCKS, lambda b: b.text, lambda b: f"{b.source}:{b.line}-yaml"))
 def test_readme_yaml(block):
     check_vertex_job(block)
 
 
 def test_readme_has_every_kind_of_command():
-    # The extraction found what README is known to hold: a regression here would silently check nothing.
+    # The extraction found what README and docs/ are known to hold together: a regression here would
+    # silently check nothing.
     kinds = {" ".join(command.argv[1:3]) for command in COMMANDS if command.argv[0] in PYTHONS}
     assert {"-m beam_pipeline", "-m trainer", "-m tools.flink.cluster"} <= kinds
     assert any(command.argv[0] == "gcloud" for command in COMMANDS)
     assert any(dict(command.env).get("TF_CONFIG") for command in COMMANDS)
     assert YAML_BLOCKS
     assert not [block.language for block in readme_blocks() if block.language in ("bash", "shell", "yml")], \
-        "use ```sh and ```yaml, as the rest of README"
+        "use ```sh and ```yaml, as the rest of README and docs/"
 
 
 def test_known_broken_entries_still_match():
-    text = README.read_text()
+    text = "\n".join(path.read_text() for path in DOCUMENTS)
     stale = [key for key in KNOWN_BROKEN if key not in text]
-    assert not stale, f"README no longer has {stale}: delete these KNOWN_BROKEN entries"
+    assert not stale, f"neither README nor docs/ has {stale} any longer: delete these KNOWN_BROKEN entries"
 
 
 # --- The checker itself: shell syntax, and planted typos in every checked command and YAML block ---------
@@ -459,6 +476,20 @@ def test_a_block_ending_in_a_continuation_and_an_unknown_program_fail():
         check_command(shell_commands(Block("sh", 1, "wget https://example.com"))[0])
 
 
+def test_errors_name_the_file_and_line():
+    (block,) = fenced_blocks("Text.\n\n```sh\nmake run\npython -m trainer --data d --job_dir j --no_such\n```\n",
+                             "docs/example.md")
+    assert (block.source, block.line) == ("docs/example.md", 4)
+    make, trainer = shell_commands(block)
+    assert (make.where, trainer.where) == ("docs/example.md:4", "docs/example.md:5")
+    with pytest.raises(CommandError, match=r"^docs/example.md:5: .*unrecognized arguments: --no_such"):
+        check_command(trainer)
+    with pytest.raises(CommandError, match=r"^docs/example.md:3: a ``` fence is never closed"):
+        fenced_blocks("Text.\n\n```sh\nmake run\n", "docs/example.md")
+    with pytest.raises(CommandError, match=r"^docs/example.md:7: the block ends inside a line continuation"):
+        shell_commands(Block("sh", 7, "python -m trainer --data d \\", "docs/example.md"))
+
+
 def _misspell_last_option(argv: Tuple[str, ...]) -> Tuple[str, ...]:
     """The last --option (name only, before any =value) with one letter doubled; without options, the last
     word when it is a subcommand such as `up`, or else (a path) an option the program does not have."""
@@ -473,7 +504,7 @@ def _misspell_last_option(argv: Tuple[str, ...]) -> Tuple[str, ...]:
 CHECKED = [command for command in COMMANDS if command.argv[0] not in SKIPPED and not _known_broken(command.text)]
 
 
-@pytest.mark.parametrize("command", CHECKED, ids=lambda c: f"line{c.line}")
+@pytest.mark.parametrize("command", CHECKED, ids=lambda c: c.where)
 def test_a_misspelt_option_in_any_checked_command_fails(command):
     planted = dataclasses.replace(command, argv=_misspell_last_option(command.argv))
     with pytest.raises(CommandError):
@@ -491,9 +522,9 @@ def test_a_misspelt_option_in_any_checked_command_fails(command):
 ])
 def test_planted_value_typos_fail(old, new):
     matching = [command for command in CHECKED if old in command.text]
-    assert matching, f"no checked README command has {old!r}"
+    assert matching, f"no checked command in README or docs/ has {old!r}"
     for command in matching:
-        planted = shell_commands(Block("sh", command.line, command.text.replace(old, new)))[0]
+        planted = shell_commands(Block("sh", command.line, command.text.replace(old, new), command.source))[0]
         with pytest.raises(CommandError):
             check_command(planted)
 
@@ -509,8 +540,8 @@ def _args_as_unquoted_flow_list(text: str) -> str:
     return ARGS_NODE.sub(flow, text if text.endswith("\n") else text + "\n")
 
 
-# A Vertex AI job of a chief pool and a worker pool, args one per line (README's, kept here so the layout stays
-# checked if README's example changes).
+# A Vertex AI job of a chief pool and a worker pool, args one per line (the documented one, kept here so the
+# layout stays checked if the documented example changes).
 CORRECTED_VERTEX_YAML = """\
 # vertex_job.yaml: pool 0 is the chief (one replica), pool 1 adds workers; every replica runs the same args
 workerPoolSpecs:
@@ -548,7 +579,7 @@ def test_the_corrected_vertex_yaml_passes():
     assert check_vertex_job(Block("yaml", 0, CORRECTED_VERTEX_YAML)) == "checked: 2 worker pool(s) of python -m trainer"
 
 
-@pytest.mark.parametrize("block", YAML_TO_PLANT_IN, ids=lambda b: f"line{b.line}")
+@pytest.mark.parametrize("block", YAML_TO_PLANT_IN, ids=lambda b: f"{b.source}:{b.line}")
 def test_planted_mistakes_in_the_vertex_yaml_fail(block):
     quoting = _args_as_unquoted_flow_list(block.text)
     assert quoting != block.text and "--crop=" in quoting
