@@ -13,7 +13,7 @@
 ARG BEAM_VERSION=2.70.0
 FROM apache/beam_python3.11_sdk:${BEAM_VERSION}
 
-# The glibc settings of beam_pipeline/launcher/memory.py, for SDK workers that the command line did not start:
+# The glibc settings of beam_pipeline/launcher/memory.py, for SDK workers the command line did not start:
 # two malloc arenas per process, so the heap does not grow with the number of pairs.
 ENV MALLOC_ARENA_MAX=2
 
@@ -24,5 +24,6 @@ RUN pip install --no-cache-dir -r requirements.txt \
 COPY setup.py README.md ./
 COPY beam_pipeline beam_pipeline
 COPY trainer trainer
+COPY native_stderr native_stderr
 RUN pip install --no-cache-dir --no-deps . \
     && python -m beam_pipeline --help > /dev/null
