@@ -191,13 +191,9 @@ def pipeline_launch_checks(argv: List[str], where: str) -> None:
     from apache_beam.options.pipeline_options_validator import PipelineOptionsValidator
     from apache_beam.runners.runner import create_runner
 
+    from beam_pipeline.launcher.config import to_config
+    from beam_pipeline.launcher.launch import check_worker_paths
     from beam_pipeline.launcher.options import CorpusOptionsError, help_parser
-    try:                                                # issue 9's layout
-        from beam_pipeline.launcher.config import to_config
-        from beam_pipeline.launcher.launch import check_worker_paths
-    except ImportError:                                 # before it
-        from beam_pipeline.launcher.options import to_config
-        from beam_pipeline.launcher.pipeline import check_worker_paths
 
     if "--help" in argv or "-h" in argv:
         _parse(lambda: help_parser().parse_args(argv), where)
