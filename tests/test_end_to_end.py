@@ -164,6 +164,18 @@ def test_summary_printed(seg):
     assert "mask_value_out_of_range" in completed.stdout
 
 
+def test_summary_counts_images_and_records_apart(seg):
+    """Class 0 is in every one of the 240 written pairs; the train split's repeat copies make 281 records."""
+    _, _, completed = seg
+    lines = completed.stdout.splitlines()
+    header = next(line for line in lines if line.lstrip().startswith("class "))
+    assert header.split()[:3] == ["class", "images", "records"]
+    class_0 = next(line for line in lines if line.split()[:2] == ["0", "0"])
+    assert class_0.split()[2:4] == ["240", "281"]
+    class_7 = next(line for line in lines if line.split()[:2] == ["7", "7"])
+    assert class_7.split()[2:4] == ["6", "22"]
+
+
 def test_paired_folders_report_orphans(corpus_dir, tmp_path):
     run_cli("--input", corpus_dir / "segmentation", "--mask_template", "masks/{stem}.png",
             "--image_glob", "images/*", "--output", tmp_path, "--num_classes", NUM_CLASSES)

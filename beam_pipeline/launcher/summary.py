@@ -8,6 +8,8 @@ rarest; every class is in report.html and manifest.json.
 
 from typing import List
 
+from beam_pipeline.report.data import class_presence
+
 MAX_CLASS_ROWS = 12         # the rarest classes shown when there are more
 
 
@@ -73,10 +75,11 @@ def _balance_line(balance: dict) -> str:
 
 def _class_table(manifest: dict) -> List[str]:
     names = manifest.get("class_names") or [str(c) for c in range(manifest["num_classes"])]
-    images = [0] * len(names)
+    images = class_presence(manifest)           # original images, as the report counts them
+    records = [0] * len(names)                  # records in the shards, repeat copies included
     pixels = [0] * len(names)
     for entry in manifest["splits"].values():
-        images = [a + b for a, b in zip(images, entry["class_images"])]
+        records = [a + b for a, b in zip(records, entry["class_images"])]
         if entry["class_pixels"]:
             pixels = [a + b for a, b in zip(pixels, entry["class_pixels"])]
     all_pixels = sum(pixels)
@@ -84,7 +87,9 @@ def _class_table(manifest: dict) -> List[str]:
     weights = (stats.get("class_weights") or {}).get("median_freq")
     balance = manifest.get("balance") or {}
     before, after = balance.get("before"), balance.get("after")
+    show_records = records != images
     header = f"  {'class':<24} {'images':>7}"
+    header += f" {'records':>7}" if show_records else ""
     header += f" {'pixels':>7}" if all_pixels else ""
     header += f" {'weight':>7}" if weights else ""
     header += "  train images before -> after" if before else ""
@@ -92,11 +97,12 @@ def _class_table(manifest: dict) -> List[str]:
     rows = range(len(names))
     if len(names) > MAX_CLASS_ROWS:
         rows = sorted(sorted(rows, key=lambda c: (images[c], c))[:MAX_CLASS_ROWS])
-    lines = ["classes (images with each class, all splits; weight: median_freq; the rarest first when cut):"
-             if len(names) > MAX_CLASS_ROWS else "classes (images with each class, all splits; weight: median_freq):",
-             header]
+    counted = "images with each class, all splits" + ("; records: with repeat copies" if show_records else "")
+    cut = "; the rarest first when cut" if len(names) > MAX_CLASS_ROWS else ""
+    lines = [f"classes ({counted}; weight: median_freq{cut}):", header]
     for c in rows:
         row = f"  {c:>3} {names[c]:<20} {images[c]:>7}"
+        row += f" {records[c]:>7}" if show_records else ""
         row += f" {100.0 * pixels[c] / all_pixels:6.2f}%" if all_pixels else ""
         row += f" {weights[c]:>7.3f}" if weights else ""
         if before:
