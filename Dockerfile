@@ -9,7 +9,7 @@
 #   docker build -t REGION-docker.pkg.dev/PROJECT/REPO/image-corpus:2.70.0 .
 #   docker push REGION-docker.pkg.dev/PROJECT/REPO/image-corpus:2.70.0
 #
-# then run with --sdk_container_image=<that tag> --sdk_location=container (README, "Dataflow").
+# then run with --sdk_container_image=<that tag> --sdk_location=container (docs/runners.md, "Dataflow").
 ARG BEAM_VERSION=2.70.0
 FROM apache/beam_python3.11_sdk:${BEAM_VERSION}
 

@@ -18,7 +18,7 @@ $(VENV)/.installed: requirements.txt setup.py
 
 install: $(VENV)/.installed
 
-# The commands are not echoed: the console shows the runs' progress and summaries (README, The console).
+# The commands are not echoed: the console shows the runs' progress and summaries (docs/running.md, What the console shows).
 run: install
 	@$(PY) -m tools.sample_corpus $(SAMPLE) --overwrite
 	@$(PY) -m beam_pipeline --input $(SAMPLE)/segmentation/manifest.csv --output $(OUT)/segmentation \
@@ -35,7 +35,7 @@ test-deps:
 test: install test-deps
 	$(PY) -m pytest -q
 
-# The Beam Flink job server jar (and the runner-lib jar for a cluster's lib/) in build/flink/; see README, Flink.
+# The Beam Flink job server jar (and the runner-lib jar for a cluster's lib/) in build/flink/; see docs/runners.md, Running on Flink.
 flink-jar:
 	bash tools/flink/fetch_job_server.sh
 

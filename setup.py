@@ -26,7 +26,7 @@ setuptools.setup(
         "numpy>=1.26",
         "pillow>=10",
         # The decoders validation uses (beam_pipeline/core/decode.py). Exact: their agreement with
-        # TensorFlow's decode ops was measured on these builds (README, Validation).
+        # TensorFlow's decode ops was measured on these builds (docs/validation.md).
         "imagecodecs==2026.3.6",
         "simplejpeg==1.9.0",
         "google-crc32c>=1.5",

@@ -1,4 +1,4 @@
-"""Launch-time plumbing that object stores need (README, "Failure and recovery"; notes F1-F3).
+"""Launch-time plumbing that object stores need (docs/recovery.md; notes F1-F3).
 
 - the DirectRunner's SDK worker processes get the pipeline options (a bare FnApiRunner gives them none,
   so S3 endpoint and credentials options never reached the workers' filesystems);

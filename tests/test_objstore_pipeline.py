@@ -1,7 +1,7 @@
 """The whole pipeline on object stores: ``python -m beam_pipeline`` reading its corpus from a bucket and
 publishing to another, on the local S3 server (moto) and GCS emulator, against one local-disk run.
 
-The command is README's cloud command with the test servers' endpoint and credentials (S3: the
+The command is docs/outputs.md's cloud command with the test servers' endpoint and credentials (S3: the
 ``--s3_endpoint_url``/``--s3_region_name`` options and boto3's environment; GCS: the emulator's variables
 and ``--project``), on the DirectRunner with its two SDK worker processes.
 
@@ -18,7 +18,7 @@ and ``--project``), on the DirectRunner with its two SDK worker processes.
 * On S3: paired folders whose listing spans two pages (1000 keys each), read through a proxy that
   refuses a share of the requests with 503/500: every record arrives once, equal to the local run.
 
-The requests each store's run makes, per input, are printed (``pytest -s``); README's "Object stores"
+The requests each store's run makes, per input, are printed (``pytest -s``); docs/outputs.md's "Object stores"
 quotes them.
 """
 
@@ -226,7 +226,7 @@ def test_the_whole_run_on_each_store_equals_the_local_run(store_name, local_run,
 
 
 def test_s3_reads_of_the_corpus_match_the_request_model_of_plan(published, local_run):
-    """--plan's request estimate (core/plan.object_store_requests, README "Cost per TB") against the reads the
+    """--plan's request estimate (core/plan.object_store_requests, docs/runners.md "Cost per TB") against the reads the
     proxy counted on the corpus's image and mask objects during the whole S3 run."""
     from beam_pipeline.core.plan import object_store_requests
     result = published("s3")

@@ -91,7 +91,7 @@ def test_object_store_uploads_on_s3_and_nothing_read():
 
 
 def test_readme_cost_per_tb_comes_from_the_model():
-    # README's example: 7.5 M pairs of an image and a mask per TB, each written once (no copies), about
+    # docs/runners.md's example: 7.5 M pairs of an image and a mask per TB, each written once (no copies), about
     # 7,451 shards of 128 MiB (1 TB of records), a listing file input; or the same as paired folders.
     shards = [128 * MiB] * 7451
     from_listing = object_store_requests(files_per_pair=2, validated_pairs=7_500_000, written_records=7_500_000,

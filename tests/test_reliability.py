@@ -1,4 +1,4 @@
-"""Failure and recovery (README): kills at every phase, concurrent runs, damaged files, a full disk, the reject gate.
+"""Failure and recovery (docs/recovery.md): kills at every phase, concurrent runs, damaged files, a full disk, the reject gate.
 
 The kill matrix runs one small command (40 pairs of the sample corpus, statistics on, two SDK worker
 processes) again and again on one output folder, in one module fixture:

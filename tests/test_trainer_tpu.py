@@ -157,7 +157,7 @@ def run_trainer(out, job_dir, *args):
 
 
 def test_the_readme_tpu_command_off_a_tpu_and_a_tf_server_without_tpus(segmentation_run, tmp_path):
-    """`--strategy tpu --tpu local` (README's TPU VM command) here, and a grpc:// TPU address where a real
+    """`--strategy tpu --tpu local` (docs/training.md's TPU VM command) here, and a grpc:// TPU address where a real
     TensorFlow server runs but has no TPU: TF's own initialisation fails, and the trainer exits 2 with one line."""
     if local_tpu_chips():
         pytest.skip("this machine has TPU chips")
@@ -177,7 +177,7 @@ def test_the_readme_tpu_command_off_a_tpu_and_a_tf_server_without_tpus(segmentat
     # server's TensorFlow has no TPU device: TF's own first line.
     expected = {"local": f"error: --strategy tpu: no TPU reachable at local (TensorFlow {tf.__version__} here is "
                          "built without TPU support: no kernel for ConfigureDistributedTPU; a TPU VM needs a TPU "
-                         "build of TensorFlow, see README)",
+                         "build of TensorFlow, see docs/training.md)",
                 f"grpc://localhost:{port}": f"error: --strategy tpu: no TPU reachable at grpc://localhost:{port} "
                                             "(TPUs not found in the cluster."}
     for process, (stdout, stderr), where in zip((local, remote), results, expected):

@@ -6,8 +6,8 @@ an exponential average over past batches: ``moving = m * moving + (1 - m) * batc
 with momentum m = 0.99. Those lag behind the weights: after 40 steps they still
 hold 0.99**40 = 67 % of their initial values (mean 0, variance 1), and while the
 weights move fast they describe the network of about a hundred steps earlier.
-The inference-mode network then labels far worse than the trained one (README,
-Train, "Validation that follows training", has the measurements).
+The inference-mode network then labels far worse than the trained one (docs/training.md,
+"Validation that follows training", has the measurements).
 
 ``recalibrate`` re-estimates them from ``batches`` training batches run forward in
 training mode (no gradient, no weight change), as Wu and Johnson ("Rethinking

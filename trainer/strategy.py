@@ -118,7 +118,7 @@ def _tpu_detail(error: Exception) -> str:
     text = str(error)
     if "No OpKernel was registered" in text and "ConfigureDistributedTPU" in text:
         return (f"TensorFlow {tf.__version__} here is built without TPU support: no kernel for "
-                "ConfigureDistributedTPU; a TPU VM needs a TPU build of TensorFlow, see README")
+                "ConfigureDistributedTPU; a TPU VM needs a TPU build of TensorFlow, see docs/training.md")
     return (text.strip().splitlines() or [type(error).__name__])[0]
 
 

@@ -3,7 +3,7 @@
 Each check returns either a summary of the valid input or a rejection with a
 reason code (:mod:`reasons`) and a detail string; it never raises on bad data.
 
-Conversion rule (documented in the README):
+Conversion rule (documented in docs/validation.md):
 * Images are stored as 3-channel 8-bit RGB. An image in any other mode is
   converted with Pillow: grey is replicated to the three channels, palette
   images are expanded through their palette, an alpha channel is dropped
@@ -16,7 +16,7 @@ Conversion rule (documented in the README):
   id or the ignore label, and 1-bit masks become 0/1; these three are
   re-encoded as 8-bit grey PNG.
 
-Decoders (README, Validation): every PNG and JPEG is first sniffed from its header (format, size, mode;
+Decoders (docs/validation.md): every PNG and JPEG is first sniffed from its header (format, size, mode;
 the pixel limits apply before anything is decoded) and every PNG's chunk structure is checked
 (:mod:`decode`). 8-bit RGB PNG and 3-component JPEG images and 8-bit grey PNG masks are then decoded by
 the fast decoders, which give the pixels TensorFlow's decode ops give; every other mode and format takes

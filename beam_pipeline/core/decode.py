@@ -1,7 +1,7 @@
 """The fast decode path: a header sniff, a PNG structure guard, and the fastest decoders that agree with TensorFlow.
 
 Validation must accept exactly the files the trainer can decode, to the pixels the statistics are computed
-from (README, Validation). The trainer decodes with TensorFlow's ops: libpng for PNG, libjpeg-turbo's
+from (docs/validation.md). The trainer decodes with TensorFlow's ops: libpng for PNG, libjpeg-turbo's
 accurate integer IDCT for JPEG (``decode_jpeg(dct_method="INTEGER_ACCURATE")``). This module decodes the
 common modes faster than Pillow with libraries that give the same pixels:
 

@@ -17,7 +17,7 @@ from beam_pipeline.core.sharding import num_shards_for
 
 # Work the pipeline does per pair beyond what the sample measures (validation, the re-read,
 # the digest and the encoding): Beam's per-element overhead, the shuffles and tf.Transform.
-# How it was measured and chosen: README, "Planning a large run".
+# How it was measured and chosen: docs/plan.md.
 PIPELINE_OVERHEAD = 1.25
 # Each pair crosses three shuffles as metadata: the spread over workers (PairRef), the
 # grouping by content for deduplication and the grouping by shard (ValidPair each).
@@ -25,11 +25,11 @@ SHUFFLES_OF_REF = 1
 SHUFFLES_OF_PAIR = 2
 # An SDK worker peaks above a process that only loads the same libraries and checks the same
 # pairs (Beam's bundle buffers, tf.Transform's record batches); measured with bench/plan_accuracy.py
-# (README, "Planning a large run").
+# (docs/plan.md).
 MEMORY_HEADROOM = 1.35
 WRITER_READ_AHEAD = 2        # write.READ_THREADS: records read ahead while a shard is written
 
-# Object-store requests (gs://, s3://): the model of README's "Cost per TB", from Beam 2.70's filesystems.
+# Object-store requests (gs://, s3://): the model of docs/runners.md, "Cost per TB", from Beam 2.70's filesystems.
 # Opening a file costs a metadata request (GCS: objects.get in gcsio.BeamBlobReader; S3: HEAD in
 # s3io.S3Downloader) and one ranged GET per 16 MiB (their read buffer); pairs.read_file stops at the short
 # read that ends a file, so a file of up to 16 MiB costs 2. Counted against a GCS JSON-API emulator.
@@ -70,7 +70,7 @@ def _scaled(count: int, part: int, whole: int) -> int:
 def estimate(*, discovered: int, selected_by_split: Mapping[str, int], samples: List[PairSample],
              target_shard_bytes: int, balance: str, balance_threshold: float, num_classes: int,
              sample_worker_rss_bytes: int) -> dict:
-    """Estimates for the full run; see README "Planning a large run" for each formula."""
+    """Estimates for the full run; see docs/plan.md for each formula."""
     selected = sum(selected_by_split.values())
     valid = [s for s in samples if s.status == VALID]
     valid_share = len(valid) / len(samples) if samples else 0.0

@@ -1,6 +1,6 @@
 """One run's hold on an output folder: the lock, its version folder, the commit and garbage collection.
 
-What a reader of ``OUTPUT`` sees (README, "Failure and recovery"):
+What a reader of ``OUTPUT`` sees (docs/recovery.md):
 
 * while a run works, and if it fails or is killed: the previous ``manifest.json`` and the version it
   names, untouched (or no manifest at all); the run's files are only in ``runs/<its run_id>/``,

@@ -163,7 +163,7 @@ def apply_runner_defaults(argv: List[str], options: PipelineOptions) -> None:
 
     Worker processes cost more to start than threads, but each pair costs
     less, because the Python parts of validation and writing no longer share
-    one GIL (measured: README, "Running the pipeline"). Large corpora are what this pipeline is for.
+    one GIL (measured: docs/running.md, "The command and the default runner"). Large corpora are what this pipeline is for.
     """
     if not _is_direct(options):
         return

@@ -10,7 +10,7 @@ that.
 Only the arena count is set: a fixed mmap threshold as well flattened memory
 no further and doubled the time per pair, since every decoded image then costs
 fresh pages from the kernel. The measurements, and the command that made them,
-are in README ("Tests and benchmarks", Memory).
+are in docs/benchmarks.md ("Prism and memory").
 """
 
 import ctypes

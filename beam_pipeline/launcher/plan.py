@@ -156,7 +156,7 @@ def _request_lines(requests: dict, splits: dict) -> list:
     per_tb = requests["per_tb"]
     where = (f"as on {requests['model']}; this run's local paths make none" if requests["local"]
              else requests["model"])
-    return [f"  object-store requests    ({where}; README \"Cost per TB\")",
+    return [f"  object-store requests    ({where}; docs/runners.md \"Cost per TB\")",
             f"    GETs                   ~{human_count(requests['gets'])}: ~{human_count(requests['validation_gets'])} "
             f"validation + ~{human_count(requests['reread_gets'])} the writer's re-read, "
             f"{REQUESTS_PER_OPEN} per file opened",

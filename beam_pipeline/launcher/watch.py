@@ -22,7 +22,7 @@ from beam_pipeline.core import progress as figures
 from beam_pipeline.core.progress import MEASURED, PhaseClock, Progress, RunnerPlace
 from beam_pipeline.stages.counters import ENV, read_totals
 
-_LOG = logging.getLogger("beam_pipeline.progress")       # the lines are "progress" in a log, as README shows
+_LOG = logging.getLogger("beam_pipeline.progress")       # the lines are "progress" in a log (docs/running.md)
 POLL_SECONDS = 0.5          # the launcher reads the totals this often, or twice per --progress_every if shorter
 MIN_INTERVAL = 0.1          # the shortest --progress_every
 

@@ -143,7 +143,7 @@ def read_file(path: str, max_bytes: int, what: str) -> Union[bytes, Rejection]:
                 chunks.append(chunk)
                 size += len(chunk)
                 # Beam's readers are buffered: a short read is the end of the file. Asking again would cost
-                # a request past the end on gs:// (README, "Cost per TB").
+                # a request past the end on gs:// (docs/runners.md, "Cost per TB").
                 if len(chunk) < wanted:
                     break
     except streams.read_errors() as error:

@@ -5,7 +5,7 @@ a converted file of at most 32 KiB, a palette mask's grey PNG). Each record
 travels as the bytes of ``core.records.pack``: Beam's DirectRunner engine keeps
 grouped values decoded until the group is read, and one bytes object per record
 is several times smaller than the dataclass it holds, which keeps the run's
-memory flat as the corpus grows (README, "Memory"). This is the only module
+memory flat as the corpus grows (docs/benchmarks.md, "Prism and memory"). This is the only module
 that packs and unpacks records for the pipeline.
 """
 
