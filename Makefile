@@ -1,13 +1,14 @@
 # Two commands do all the set-up on a fresh machine:
 #   make run    create .venv, install, generate the sample corpus, run the pipeline on it
 #   make test   create .venv, install, run the test suite (what CI runs)
+# While working: make test-fast (the unit and composite tiers, under 2 minutes; docs/testing.md).
 PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 SAMPLE := build/sample
 OUT := build/out
 
-.PHONY: install run test test-deps bench bench-input clean flink-jar
+.PHONY: install run test test-fast test-deps bench bench-input clean flink-jar
 
 $(VENV)/.installed: requirements.txt setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -34,6 +35,10 @@ test-deps:
 
 test: install test-deps
 	$(PY) -m pytest -q
+
+# The pure and composite tiers (tests/unit, tests/composites): no system packages, no pipeline run of the sample corpus.
+test-fast: install
+	$(PY) -m pytest -q tests/unit tests/composites
 
 # The Beam Flink job server jar (and the runner-lib jar for a cluster's lib/) in build/flink/; see docs/runners.md, Running on Flink.
 flink-jar:

@@ -1,4 +1,4 @@
-"""Shared fixtures: one seeded sample corpus and one pipeline run per test session."""
+"""Shared fixtures: one seeded sample corpus and one pipeline run per test session; the tiers' markers."""
 
 import json
 import os
@@ -12,6 +12,18 @@ sys.path.insert(0, ROOT)
 
 NUM_CLASSES = 8
 INTEGRATION_MARKERS = ("integration", "flink")   # a skip of these fails under CI=true
+# The tiers, one folder each (docs/testing.md); every test is marked with its folder's name, so that
+# ``-m unit``, ``-m "not integration"`` and the like select them too. ``make test-fast`` runs the first two.
+TIERS = ("unit", "composites", "end_to_end", "integration")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark each test with its tier: the name of the folder below tests/ it lives in."""
+    tests = os.path.join(ROOT, "tests")
+    for item in items:
+        relative = os.path.relpath(str(item.fspath), tests).split(os.sep)
+        if len(relative) > 1 and relative[0] in TIERS:
+            item.add_marker(relative[0])
 
 
 @pytest.hookimpl(hookwrapper=True)

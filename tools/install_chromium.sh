@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Debian's Chromium for the report's browser test (tests/test_report_browser.py).
+# Debian's Chromium for the report's browser test (tests/integration/test_report_browser.py).
 # Called by `make test`. Installs with apt-get when Chromium is missing and this runs as root
 # (as CI does); otherwise says what to run. Playwright drives this binary and downloads no browser.
 set -euo pipefail

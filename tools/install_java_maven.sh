@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A JDK and Maven from Debian's packages, for the Flink tests (tests/test_flink.py builds Beam's Flink
+# A JDK and Maven from Debian's packages, for the Flink tests (tests/integration/test_flink.py builds Beam's Flink
 # job-server jar with Maven and runs Flink's JobManager and TaskManager on the JDK).
 # Called by `make test`. Installs with apt-get when java or mvn is missing and this runs as root (as CI
 # does); otherwise says what to run. Under CI=true a skipped Flink test fails (tests/conftest.py).

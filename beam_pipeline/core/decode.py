@@ -23,7 +23,7 @@ Every function returns a value; none raises on bad data:
   file broken), or None (a mode this path does not cover: the caller uses Pillow).
 
 No Beam and no TensorFlow. The agreement with TensorFlow is not proven here but tested: the fuzz corpus
-test (tests/test_fuzz_corpus.py) decodes every written record with the trainer's own decoder.
+test (tests/end_to_end/test_fuzz_corpus.py) decodes every written record with the trainer's own decoder.
 """
 
 import dataclasses

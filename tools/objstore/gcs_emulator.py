@@ -16,7 +16,7 @@
    without uploading thousands of objects to a server that serves one request at a time.
 
 Same arguments as `gcp-storage-emulator`. The patches reach into the emulator's handlers, so its
-version is pinned exactly (requirements.txt); tests/test_objstore_servers.py checks each patch.
+version is pinned exactly (requirements.txt); tests/integration/test_objstore_servers.py checks each patch.
 """
 
 import json

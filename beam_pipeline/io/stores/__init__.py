@@ -18,7 +18,7 @@ unfinished uploads      none                           none (sessions expire)   
 
 :func:`store_for` picks the backend from the output's scheme: :class:`local.LocalStore`, or the object
 stores of objects.py; base.py holds what every backend implements. The local one is tested
-(tests/test_locks.py and the kill matrix); the S3 and GCS backends call boto3 and
+(tests/unit/test_locks.py and the kill matrix); the S3 and GCS backends call boto3 and
 google-cloud-storage directly, built from the same pipeline options Beam's filesystems use, and
 import them only when used (their tests run against local S3 and GCS servers: issue 14).
 

@@ -80,7 +80,7 @@ def transformed(transform_dir, pair):
 
 def test_transform_output_on_s3_equals_the_local_one(valid_pairs, s3_store, tmp_path, monkeypatch):
     """Variables, assets and schemas byte for byte; saved_model.pb differs between any two runs (the
-    numeric suffixes TensorFlow gives traced functions, a per-process counter: tests/test_flink.py),
+    numeric suffixes TensorFlow gives traced functions, a per-process counter: tests/integration/test_flink.py),
     so both graphs are applied to the same pairs and must give the same tensors."""
     apply_env(s3_store.env(), monkeypatch)
     machine_tmp = tmp_path / "machine-tmp"          # where the local stage goes when --temp_location is s3://

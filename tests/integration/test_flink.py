@@ -23,7 +23,7 @@ What must be equal, and how:
 One cluster and worker pool serve two jobs: the sample corpus on local disk (above, against conftest's
 segmentation_run), and the object-store corpus read from the S3 server (moto, tests/objstore_fixtures.py)
 and published to another bucket. That one must equal the same corpus's DirectRunner run on local disk
-byte for byte (conftest.assert_same_outputs, as in tests/test_objstore_pipeline.py), and
+byte for byte (conftest.assert_same_outputs, as in tests/integration/test_objstore_pipeline.py), and
 ``python -m beam_pipeline.verify`` must pass on it. The S3 endpoint and region reach the SDK workers with
 the job's pipeline options (tools/flink/sdk_boot.py); the credentials are in the worker pool's
 environment, as on a TaskManager host. tf.Transform writes on this machine's disk and its output is

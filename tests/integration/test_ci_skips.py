@@ -8,8 +8,8 @@ import shutil
 import subprocess
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-TESTS = '''
+TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))      # tests/, where conftest.py is
+SKIPPING_TESTS = '''
 import pytest
 
 @pytest.mark.integration
@@ -27,7 +27,7 @@ def test_unit_that_skips():
 
 def run_suite(folder, ci):
     env = {k: v for k, v in os.environ.items() if k != "CI"}
-    env["PYTHONPATH"] = os.path.dirname(HERE)           # the copy's imports (tools.objstore) from this checkout
+    env["PYTHONPATH"] = os.path.dirname(TESTS)           # the copy's imports (tools.objstore) from this checkout
     if ci:
         env["CI"] = "true"
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA", str(folder)],
@@ -36,9 +36,9 @@ def run_suite(folder, ci):
 
 def test_integration_skips_fail_under_ci_and_only_there(tmp_path):
     for name in ("conftest.py", "objstore_fixtures.py"):        # conftest imports the object-store fixtures
-        shutil.copy(os.path.join(HERE, name), tmp_path / name)
-    shutil.copy(os.path.join(HERE, "..", "pytest.ini"), tmp_path / "pytest.ini")
-    (tmp_path / "test_skips.py").write_text(TESTS)
+        shutil.copy(os.path.join(TESTS, name), tmp_path / name)
+    shutil.copy(os.path.join(TESTS, "..", "pytest.ini"), tmp_path / "pytest.ini")
+    (tmp_path / "test_skips.py").write_text(SKIPPING_TESTS)
     local = run_suite(tmp_path, ci=False)
     assert local.returncode == 0, local.stdout
     assert "3 skipped" in local.stdout
