@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 ROOT = Path(__file__).resolve().parents[1]
-GENERATOR_SOURCE = ROOT / "tools" / "sample_corpus.py"  # its hash is part of the corpus cache key
+GENERATOR_SOURCE = ROOT / "tools" / "sample_corpus" / "segmentation.py"  # its hash is part of the corpus cache key
 NUM_CLASSES = 8
 GENERATOR_CLASS_IMAGES = 8  # the classification part of the sample corpus is not used; keep it tiny
 NOISY_CORES = 0.25  # other processes' CPU use during a run above which the reports warn
