@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 ROOT = Path(__file__).resolve().parents[1]
-GENERATOR_SOURCE = ROOT / "tools" / "sample_corpus" / "segmentation.py"  # its hash is part of the corpus cache key
+GENERATOR_PACKAGE = ROOT / "tools" / "sample_corpus"  # the hash of its sources is part of the corpus cache key
 NUM_CLASSES = 8
 GENERATOR_CLASS_IMAGES = 8  # the classification part of the sample corpus is not used; keep it tiny
 NOISY_CORES = 0.25  # other processes' CPU use during a run above which the reports warn
@@ -43,8 +43,12 @@ class Corpus:
 
 
 def generator_version() -> str:
-    """First 8 hex digits of the SHA-256 of the corpus generator's source: a stale cache has another."""
-    return hashlib.sha256(GENERATOR_SOURCE.read_bytes()).hexdigest()[:8]
+    """First 8 hex digits of a SHA-256 over the corpus generator's sources, every ``*.py`` of the
+    tools/sample_corpus package (relative path and content, in path order): a stale cache has another."""
+    digest = hashlib.sha256()
+    for name in sorted(path.relative_to(GENERATOR_PACKAGE).as_posix() for path in GENERATOR_PACKAGE.rglob("*.py")):
+        digest.update(name.encode() + b"\0" + (GENERATOR_PACKAGE / name).read_bytes() + b"\0")
+    return digest.hexdigest()[:8]
 
 
 def corpus_dir(workdir: Path, pairs: int, scale: int, version: str) -> Path:

@@ -32,7 +32,7 @@ The corpus (``--corpus``)
     images decode about twice as fast and make every ratio lie. One corpus of ``--pairs`` x the largest
     size is generated once under ``--workdir`` (about 0.2 s of CPU per pair; pair i is the same
     whatever the size) and listings of its first N rows make the smaller sizes. ``sample``: the
-    synthetic sample corpus (tools/sample_corpus.py) with its broken inputs, as before.
+    synthetic sample corpus (tools/sample_corpus/) with its broken inputs, as before.
 
 Repetitions and ratios
     The runs are interleaved (loop pillow 1x, loop fast 1x, base 1x, full 1x, the same at 3x, ...; the
