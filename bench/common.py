@@ -1,4 +1,5 @@
-"""What the benchmarks share: the cached sample corpora, /proc sampling, noise measurement and logging.
+"""What the benchmarks share: the cached sample corpora, /proc sampling, noise measurement, logging and
+the median (min..max) text of repeated measurements.
 
 The benchmarks are scripts (``python bench/<name>.py``), so this folder is on
 their import path; the product is imported as installed (``make install``),
@@ -15,6 +16,7 @@ import argparse
 import os
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -197,6 +199,14 @@ def process_tree(root_pid: int) -> dict[str, tuple[int, float, int]]:
         tree |= children
         grew = bool(children)
     return {pid: stats[pid] for pid in tree if pid in stats}
+
+
+def spread(values: Sequence[float], fmt: str = "{:.2f}", form: str = "{median} ({min}..{max})") -> str:
+    """The median of ``values`` and their range as text, ``median (min..max)`` by default: the median, the
+    minimum and the maximum each formatted with ``fmt`` and put into ``form``, which may also name ``n``,
+    the number of values (e.g. ``"{median} (range {min}-{max}, n={n})"``)."""
+    numbers = {"median": statistics.median(values), "min": min(values), "max": max(values)}
+    return form.format(n=len(values), **{name: fmt.format(value) for name, value in numbers.items()})
 
 
 def log(message: str) -> None:

@@ -26,6 +26,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from common import spread
+
+SPREAD_FORM = "{median:>6} ({min}..{max})"  # the median right-aligned in 6 characters, as the table prints it
+
 _CHILD = r"""
 import json, sys, time
 import apache_beam, numpy, PIL.Image  # held by the launcher already
@@ -67,10 +71,6 @@ def run(checkout: Path, output: str, mode: str) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def spread(values) -> str:
-    return f"{statistics.median(values):6.3f} ({min(values):.3f}..{max(values):.3f})"
-
-
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("output_dir")
@@ -90,7 +90,8 @@ def main() -> int:
             a = [r[part][kind] for r in runs["A"]]
             b = [r[part][kind] for r in runs["B"]]
             ratio = statistics.median(b) / statistics.median(a) if statistics.median(a) else float("nan")
-            print(f"{part:7s} {kind:4s}  A {spread(a)}   B {spread(b)}   B/A {ratio:.2f}")
+            print(f"{part:7s} {kind:4s}  A {spread(a, '{:.3f}', SPREAD_FORM)}   B {spread(b, '{:.3f}', SPREAD_FORM)}   "
+                  f"B/A {ratio:.2f}")
     print(f"page bytes: A {runs['A'][0]['bytes']:,}  B {runs['B'][0]['bytes']:,}")
     return 0
 
