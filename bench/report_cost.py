@@ -14,7 +14,9 @@ holds them already), then the report is made as ``commit.py`` makes it, timed in
 Prints, per part, the median (min..max) of each checkout's CPU seconds (``time.process_time``) and
 wall seconds, and B / A ratios of the medians.
 
-    python bench/report_cost.py OUTPUT_DIR --a /work/main --b . --repeat 7
+    python bench/report_cost.py OUTPUT_DIR --a BASELINE_CHECKOUT --b . --repeat 7
+
+``--a`` defaults to the checkout this script is in, ``--b`` to the current folder.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from common import spread
+from common import ROOT, spread
 
 SPREAD_FORM = "{median:>6} ({min}..{max})"  # the median right-aligned in 6 characters, as the table prints it
 
@@ -74,7 +76,8 @@ def run(checkout: Path, output: str, mode: str) -> dict:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("output_dir")
-    p.add_argument("--a", default="/work/main", help="checkout A (the baseline)")
+    p.add_argument("--a", default=str(ROOT),
+                   help="checkout A, the baseline (default: the checkout this script is in, %(default)s)")
     p.add_argument("--b", default=".", help="checkout B")
     p.add_argument("--repeat", type=int, default=7)
     args = p.parse_args()
