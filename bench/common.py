@@ -1,4 +1,5 @@
-"""What the benchmarks share: the cached sample corpora, /proc sampling, noise measurement and logging.
+"""What the benchmarks share: the cached sample corpora, /proc sampling, noise measurement, logging and
+the median (min..max) text of repeated measurements.
 
 The benchmarks are scripts (``python bench/<name>.py``), so this folder is on
 their import path; the product is imported as installed (``make install``),
@@ -15,6 +16,7 @@ import argparse
 import os
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -22,7 +24,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 ROOT = Path(__file__).resolve().parents[1]
-GENERATOR_SOURCE = ROOT / "tools" / "sample_corpus.py"  # its hash is part of the corpus cache key
+GENERATOR_PACKAGE = ROOT / "tools" / "sample_corpus"  # the hash of its sources is part of the corpus cache key
 NUM_CLASSES = 8
 GENERATOR_CLASS_IMAGES = 8  # the classification part of the sample corpus is not used; keep it tiny
 NOISY_CORES = 0.25  # other processes' CPU use during a run above which the reports warn
@@ -43,8 +45,12 @@ class Corpus:
 
 
 def generator_version() -> str:
-    """First 8 hex digits of the SHA-256 of the corpus generator's source: a stale cache has another."""
-    return hashlib.sha256(GENERATOR_SOURCE.read_bytes()).hexdigest()[:8]
+    """First 8 hex digits of a SHA-256 over the corpus generator's sources, every ``*.py`` of the
+    tools/sample_corpus package (relative path and content, in path order): a stale cache has another."""
+    digest = hashlib.sha256()
+    for name in sorted(path.relative_to(GENERATOR_PACKAGE).as_posix() for path in GENERATOR_PACKAGE.rglob("*.py")):
+        digest.update(name.encode() + b"\0" + (GENERATOR_PACKAGE / name).read_bytes() + b"\0")
+    return digest.hexdigest()[:8]
 
 
 def corpus_dir(workdir: Path, pairs: int, scale: int, version: str) -> Path:
@@ -193,6 +199,14 @@ def process_tree(root_pid: int) -> dict[str, tuple[int, float, int]]:
         tree |= children
         grew = bool(children)
     return {pid: stats[pid] for pid in tree if pid in stats}
+
+
+def spread(values: Sequence[float], fmt: str = "{:.2f}", form: str = "{median} ({min}..{max})") -> str:
+    """The median of ``values`` and their range as text, ``median (min..max)`` by default: the median, the
+    minimum and the maximum each formatted with ``fmt`` and put into ``form``, which may also name ``n``,
+    the number of values (e.g. ``"{median} (range {min}-{max}, n={n})"``)."""
+    numbers = {"median": statistics.median(values), "min": min(values), "max": max(values)}
+    return form.format(n=len(values), **{name: fmt.format(value) for name, value in numbers.items()})
 
 
 def log(message: str) -> None:

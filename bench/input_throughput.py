@@ -83,7 +83,7 @@ Data
     and repeat-factor balancing). Both are cached under ``--workdir``: corpora
     in ``corpus_<pairs>pairs_x<scale>_g<generator>`` (the same folders as
     ``bench/pipeline_throughput.py``; ``<generator>`` is the first 8 hex
-    digits of the SHA-256 of ``tools/sample_corpus.py``), shards in
+    digits of a SHA-256 over the sources of ``tools/sample_corpus/``), shards in
     ``shards_<pairs>pairs_x<scale>_g<generator>_p<pipeline>_t<target bytes>``
     (``<pipeline>`` hashes the sources of ``beam_pipeline/``). Cached folders
     of other versions are deleted. Building them is not timed.

@@ -36,8 +36,7 @@ from beam_pipeline.stages import pairs
 from beam_pipeline.stages.specs import CheckSpec
 
 import pipeline_throughput as throughput
-from common import NUM_CLASSES, ROOT, ensure_photo_corpus, log, photo_listing, positive, warm_page_cache
-from run_breakdown import spread
+from common import NUM_CLASSES, ROOT, ensure_photo_corpus, log, photo_listing, positive, spread, warm_page_cache
 
 SPEC = CheckSpec(task="segmentation", limits=Limits(num_classes=NUM_CLASSES, ignore_label=throughput.IGNORE_LABEL,
                                                      max_pixels=throughput.MAX_PIXELS))

@@ -32,7 +32,7 @@ The corpus (``--corpus``)
     images decode about twice as fast and make every ratio lie. One corpus of ``--pairs`` x the largest
     size is generated once under ``--workdir`` (about 0.2 s of CPU per pair; pair i is the same
     whatever the size) and listings of its first N rows make the smaller sizes. ``sample``: the
-    synthetic sample corpus (tools/sample_corpus.py) with its broken inputs, as before.
+    synthetic sample corpus (tools/sample_corpus/) with its broken inputs, as before.
 
 Repetitions and ratios
     The runs are interleaved (loop pillow 1x, loop fast 1x, base 1x, full 1x, the same at 3x, ...; the
@@ -95,7 +95,7 @@ from PIL import Image
 import common
 from common import (MB, NOISY_CORES, NUM_CLASSES, ROOT, Corpus, count_rows, ensure_corpora, ensure_photo_corpus,
                     generator_version, log, machine_busy_seconds, other_cores, photo_generator_version,
-                    photo_listing, positive, process_tree, warm_page_cache)
+                    photo_listing, positive, process_tree, spread, warm_page_cache)
 
 IGNORE_LABEL = 255
 MAX_PIXELS = 64_000_000  # the pipeline's default --max_pixels, so a decompression bomb is refused alike
@@ -482,8 +482,9 @@ def median_of(runs: Iterable, field: str) -> Optional[float]:
     return statistics.median(known) if known else None
 
 
-def spread(values: Sequence[Optional[float]]) -> dict:
-    """Median, min and max of the known values (None when there are none), and how many there are."""
+def spread_figure(values: Sequence[Optional[float]]) -> dict:
+    """Median, min and max of the known values (None when there are none), and how many there are: a
+    figure of the report and of the --json file, printed by _fmt_spread."""
     known = sorted(v for v in values if v is not None)
     if not known:
         return {"median": None, "min": None, "max": None, "n": 0}
@@ -536,7 +537,7 @@ def _collect(per_repeat: Sequence[dict], *keys: str) -> dict:
         for key in keys:
             value = value.get(key) if isinstance(value, dict) else None
         values.append(value)
-    return spread(values)
+    return spread_figure(values)
 
 
 def summarise_rss(config: str, pipes: dict[int, list[PipelineRun]], rss_sizes: Sequence[int]) -> dict:
@@ -575,10 +576,9 @@ def _fmt(value: Optional[float], spec: str = ".2f", unit: str = "") -> str:
 def _fmt_spread(figure: dict, spec: str = ".2f", unit: str = "", scale: float = 1.0) -> str:
     if figure["median"] is None:
         return "n/a"
-    median, low, high = (figure[k] * scale for k in ("median", "min", "max"))
-    if figure["n"] == 1:
-        return f"{median:{spec}}{unit} (1 repetition)"
-    return f"{median:{spec}}{unit} ({low:{spec}}..{high:{spec}})"
+    form = "{median}" + unit + (" (1 repetition)" if figure["n"] == 1 else " ({min}..{max})")
+    # the median of (min, median, max) is the figure's median, so common.spread prints the figure
+    return spread([figure[k] * scale for k in ("min", "median", "max")], "{:" + spec + "}", form)
 
 
 def _target(name: str, figure: Optional[dict], op: str, limit: float, note: str = "") -> dict:
@@ -602,7 +602,7 @@ def judge_targets(summary: dict, rss_config: str) -> list[dict]:
         targets.append(_target("stats+balancing added per pair (% of base)", summary["added"]["pct_of_base"],
                                "<", TARGET_ADDED_PCT))
     rss = summary["rss"]
-    rss_figure = None if rss is None or rss["ratio"] is None else spread([rss["ratio"]])
+    rss_figure = None if rss is None or rss["ratio"] is None else spread_figure([rss["ratio"]])
     targets.append(_target(f"{rss_config}: peak RSS largest/smallest size", rss_figure, "<=", TARGET_RSS_RATIO,
                            "skipped" if rss is None else "medians per size"))
     return targets

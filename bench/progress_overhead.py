@@ -35,7 +35,7 @@ import timeit
 from pathlib import Path
 from typing import Optional, Sequence
 
-from common import NUM_CLASSES, ROOT, ensure_corpora, generator_version, log, positive, warm_page_cache
+from common import NUM_CLASSES, ROOT, ensure_corpora, generator_version, log, positive, spread, warm_page_cache
 
 CONFIGS = {
     "base": ("--no_stats", "--balance", "none"),  # read, validate, shard: where per-pair costs show most
@@ -43,6 +43,7 @@ CONFIGS = {
 }
 SIDES = {"on": ("--log_level", "info"), "off": ("--log_level", "warning")}
 INCREMENTS_PER_PAIR = 5
+SPREAD_FORM = "{median} (range {min}-{max}, n={n})"  # how the report prints a median and its range
 
 
 def run_once(manifest: Path, output: Path, config: str, side: str, log_path: Path,
@@ -91,10 +92,6 @@ def increment_cost(number: int = 200_000) -> tuple[float, float]:
     return statistics.median(beam_times), statistics.median(our_times)
 
 
-def spread(values: Sequence[float]) -> str:
-    return f"{statistics.median(values):.3f} (range {min(values):.3f}-{max(values):.3f}, n={len(values)})"
-
-
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="bench/progress_overhead.py", description=__doc__.split("\n", 1)[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -121,9 +118,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for measure, what in (("wall", "wall seconds, spawn to exit"), ("run", "run()'s time: from the summary"),
                           ("cpu", "CPU seconds, launcher + SDK workers")):
         ratios = [on[measure] / off[measure] for on, off in zip(runs["on"], runs["off"])]
-        print(f"{what:<40} on {spread([r[measure] for r in runs['on']])}")
-        print(f"{'':<40} off {spread([r[measure] for r in runs['off']])}")
-        print(f"{'':<40} on/off {spread(ratios)}")
+        print(f"{what:<40} on {spread([r[measure] for r in runs['on']], '{:.3f}', SPREAD_FORM)}")
+        print(f"{'':<40} off {spread([r[measure] for r in runs['off']], '{:.3f}', SPREAD_FORM)}")
+        print(f"{'':<40} on/off {spread(ratios, '{:.3f}', SPREAD_FORM)}")
     print(f"progress lines per run: on {[r['progress_lines'] for r in runs['on']]}, "
           f"off {[r['progress_lines'] for r in runs['off']]}")
     beam_seconds, our_seconds = increment_cost()

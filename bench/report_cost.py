@@ -14,7 +14,9 @@ holds them already), then the report is made as ``commit.py`` makes it, timed in
 Prints, per part, the median (min..max) of each checkout's CPU seconds (``time.process_time``) and
 wall seconds, and B / A ratios of the medians.
 
-    python bench/report_cost.py OUTPUT_DIR --a /work/main --b . --repeat 7
+    python bench/report_cost.py OUTPUT_DIR --a BASELINE_CHECKOUT --b . --repeat 7
+
+``--a`` defaults to the checkout this script is in, ``--b`` to the current folder.
 """
 
 from __future__ import annotations
@@ -25,6 +27,10 @@ import statistics
 import subprocess
 import sys
 from pathlib import Path
+
+from common import ROOT, spread
+
+SPREAD_FORM = "{median:>6} ({min}..{max})"  # the median right-aligned in 6 characters, as the table prints it
 
 _CHILD = r"""
 import json, sys, time
@@ -67,14 +73,11 @@ def run(checkout: Path, output: str, mode: str) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def spread(values) -> str:
-    return f"{statistics.median(values):6.3f} ({min(values):.3f}..{max(values):.3f})"
-
-
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("output_dir")
-    p.add_argument("--a", default="/work/main", help="checkout A (the baseline)")
+    p.add_argument("--a", default=str(ROOT),
+                   help="checkout A, the baseline (default: the checkout this script is in, %(default)s)")
     p.add_argument("--b", default=".", help="checkout B")
     p.add_argument("--repeat", type=int, default=7)
     args = p.parse_args()
@@ -90,7 +93,8 @@ def main() -> int:
             a = [r[part][kind] for r in runs["A"]]
             b = [r[part][kind] for r in runs["B"]]
             ratio = statistics.median(b) / statistics.median(a) if statistics.median(a) else float("nan")
-            print(f"{part:7s} {kind:4s}  A {spread(a)}   B {spread(b)}   B/A {ratio:.2f}")
+            print(f"{part:7s} {kind:4s}  A {spread(a, '{:.3f}', SPREAD_FORM)}   B {spread(b, '{:.3f}', SPREAD_FORM)}   "
+                  f"B/A {ratio:.2f}")
     print(f"page bytes: A {runs['A'][0]['bytes']:,}  B {runs['B'][0]['bytes']:,}")
     return 0
 

@@ -25,20 +25,16 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import statistics
 import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Optional, Sequence
 
+from common import spread
+
 _LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) INFO beam_pipeline\.(?:pipeline|progress): (\w+)")
 PHASES = ("startup", "build", "starting", "listing", "validating", "analysing", "writing", "finishing", "exit")
 LOOPS = ("pillow", "fast")
-
-
-def spread(values: Sequence[float], fmt: str = "{:.2f}") -> str:
-    """median (min..max)"""
-    return f"{fmt.format(statistics.median(values))} ({fmt.format(min(values))}..{fmt.format(max(values))})"
 
 
 def _stamp(day_time: str, millis: str) -> float:

@@ -41,7 +41,7 @@ def pytest_runtest_makereport(item, call):
 
 @pytest.fixture(scope="session")
 def corpus_dir(tmp_path_factory):
-    from tools.sample_corpus import write_corpus
+    from tools.sample_corpus.corpus import write_corpus
     out = tmp_path_factory.mktemp("corpus")
     write_corpus(str(out), seed=0)
     return out

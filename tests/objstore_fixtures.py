@@ -85,7 +85,7 @@ def gcs_faults(gcs_proxy):
 @pytest.fixture(scope="session")
 def object_corpus(tmp_path_factory):
     """A small seeded sample corpus on local disk (segmentation listing, paired folders, classes)."""
-    from tools.sample_corpus import write_corpus
+    from tools.sample_corpus.corpus import write_corpus
     root = tmp_path_factory.mktemp("object-corpus")
     write_corpus(str(root), seed=0, num_pairs=CORPUS_PAIRS, num_class_images=CORPUS_CLASS_IMAGES)
     return root

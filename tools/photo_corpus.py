@@ -5,7 +5,7 @@ Run ``python -m tools.photo_corpus OUT [--pairs 2000] [--seed 0] [--workers N]``
 ``numpy.random.default_rng([seed, i, stream])``), so a 2,000-pair corpus is the first 2,000 pairs of
 an 8,000-pair one, and the same arguments always give byte-identical files.
 
-Why not the sample corpus (``tools/sample_corpus.py``): its scenes are drawn from flat shapes and
+Why not the sample corpus (``tools/sample_corpus/``): its scenes are drawn from flat shapes and
 decode about twice as fast as photographs, which makes every decoder and throughput ratio lie. These
 images are crops of scikit-image's photographs, so they decode like camera photos.
 

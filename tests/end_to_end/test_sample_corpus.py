@@ -17,8 +17,9 @@ import numpy as np
 import pytest
 from PIL import Image, UnidentifiedImageError
 
-from tools import sample_corpus
-from tools.sample_corpus import main, write_corpus
+from tools.sample_corpus import spec as sample_corpus
+from tools.sample_corpus.__main__ import main
+from tools.sample_corpus.corpus import write_corpus
 
 NUM_PAIRS = 120
 NUM_CLASS_IMAGES = 80

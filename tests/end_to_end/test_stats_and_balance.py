@@ -260,7 +260,7 @@ def test_strata_group_train_shards_with_weights(corpus_dir, tmp_path):
 
 
 def test_each_large_shard_mixes_classes_like_its_split(tmp_path):
-    from tools.sample_corpus import write_corpus
+    from tools.sample_corpus.corpus import write_corpus
     write_corpus(str(tmp_path / "corpus"), seed=3, num_pairs=240, num_class_images=8, scale=5)
     out = tmp_path / "out"
     run_cli("--input", tmp_path / "corpus" / "segmentation" / "manifest.csv", "--output", out,

@@ -283,7 +283,7 @@ OWN_PARSERS = {
     "beam_pipeline.report": _own_parse("beam_pipeline.report.__main__", "parser"),
     "trainer.evaluate": _own_parse("trainer.evaluate", "parse_config", call=False),   # with its value checks
     "trainer.serve": _own_parse("trainer.serve", "build_parser"),
-    "tools.sample_corpus": _own_parse("tools.sample_corpus", "build_parser"),
+    "tools.sample_corpus": _own_parse("tools.sample_corpus.__main__", "build_parser"),
 }
 
 
