@@ -1,7 +1,7 @@
 """End to end: the command line on the seeded sample corpus, read back with tf.data.
 
 Expected counts and reasons are fixed here from the sample corpus's design
-(see tools/sample_corpus.py), not computed by the pipeline.
+(see tools/sample_corpus/), not computed by the pipeline.
 """
 
 import hashlib
