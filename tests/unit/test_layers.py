@@ -227,7 +227,8 @@ def _planted(module: str, line: str) -> Dict[str, str]:
      "trainer.data:{n} imports beam_pipeline.core.features: the trainer reads artifacts"),
     ("beam_pipeline.stages.validate", "from tools.sample_corpus import write_corpus",
      "beam_pipeline.stages.validate:{n} imports tools.sample_corpus: the pipeline never imports the trainer"),
-])
+], ids=["io-up-to-launcher", "core-up-to-stages", "stages-to-report", "launcher-up-to-command", "leaf-to-launcher",
+        "beam-in-core", "tensorflow-in-core", "trainer-to-pipeline", "product-to-tools"])
 def test_a_planted_import_against_the_rules_is_found(module, line, expected):
     sources = _planted(module, line)
     planted_line = sources[module].count("\n") - 0
