@@ -177,6 +177,15 @@ def stop_process_group(process) -> None:
 
 
 @pytest.fixture(scope="session")
+def segmentation_strata_run(corpus_dir, tmp_path_factory):
+    """The sample corpus's manifest balanced by strata (the statistics' and the trainer's strata tests)."""
+    out = tmp_path_factory.mktemp("strata_out")
+    run_cli("--input", corpus_dir / "segmentation" / "manifest.csv", "--output", out,
+            "--num_classes", NUM_CLASSES, "--balance", "strata")
+    return out
+
+
+@pytest.fixture(scope="session")
 def classification_run(corpus_dir, tmp_path_factory):
     """The sample corpus's class folders through the command line, balanced by strata."""
     out = tmp_path_factory.mktemp("cls_out")

@@ -240,10 +240,9 @@ def test_growth_above_max_growth_is_refused(corpus_dir, tmp_path):
     assert not list(tmp_path.rglob("*.tfrecord")) and not (tmp_path / "manifest.json").exists()
 
 
-def test_strata_group_train_shards_with_weights(corpus_dir, tmp_path):
-    run_cli("--input", corpus_dir / "segmentation" / "manifest.csv", "--output", tmp_path,
-            "--num_classes", NUM_CLASSES, "--balance", "strata")
-    manifest = json.loads((tmp_path / "manifest.json").read_text())
+def test_strata_group_train_shards_with_weights(segmentation_strata_run):
+    out = segmentation_strata_run
+    manifest = json.loads((out / "manifest.json").read_text())
     train = manifest["splits"]["train"]
     assert train["num_examples"] == train["num_images"] == EXPECTED_TRAIN["num_images"]
     strata = train["strata"]
@@ -251,7 +250,7 @@ def test_strata_group_train_shards_with_weights(corpus_dir, tmp_path):
     factors = manifest["balance"]["class_repeat_factors"]
     for stratum in strata:
         for path in stratum["shards"]:
-            for raw in tf.data.TFRecordDataset(str(dataset_dir(tmp_path) / path)):
+            for raw in tf.data.TFRecordDataset(str(dataset_dir(out) / path)):
                 counts = tf.io.parse_single_example(raw, POINT_FEATURES)["image/segmentation/class/pixel_count"]
                 present = [c for c in range(NUM_CLASSES) if counts[c] > 0]
                 assert min(present, key=lambda c: (-factors[c], c)) == stratum["class"]

@@ -11,18 +11,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import NUM_CLASSES, run_cli
-
 DRAWS = 480
 IGNORE = 255
 
 
 @pytest.fixture(scope="module")
-def strata_run(corpus_dir, tmp_path_factory):
-    out = tmp_path_factory.mktemp("strata_out")
-    run_cli("--input", corpus_dir / "segmentation" / "manifest.csv", "--output", out,
-            "--num_classes", NUM_CLASSES, "--balance", "strata")
-    return out
+def strata_run(segmentation_strata_run):
+    return segmentation_strata_run
 
 
 def test_strata_sampling_follows_the_manifest_weights(strata_run, tmp_path):
