@@ -47,6 +47,13 @@ def row_to_pair(row: dict, root: str, task: str,
                    metadata=metadata), None
 
 
+def bad_listing_row(text: str, problem: str) -> Outcome:
+    """A line of the listing that is not a row (a wrong number of values, invalid JSON): a rejection
+    whose key is the line itself, so that it is reported once and the same on every run."""
+    return Outcome(REJECTED, reasons.BAD_LISTING_ROW, f"not a listing row ({problem}): {text[:200]}",
+                   key=f"line:{text}", image=None)
+
+
 def pair_by_mask_path(mask_rel: str, image_rels: Iterable[str], mask_rels: Iterable[str],
                       root: str) -> Iterator[Union[PairRef, Outcome]]:
     """Join the images whose template renders ``mask_rel`` with the mask found there.

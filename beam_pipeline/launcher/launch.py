@@ -22,7 +22,7 @@ from apache_beam.options.pipeline_options import (DirectOptions, FlinkRunnerOpti
 from beam_pipeline import console
 from beam_pipeline.core import layout, paths, runners
 from beam_pipeline.core.selection import SplitSpec, parse_split
-from beam_pipeline.io import listing
+from beam_pipeline.io import folders, listing
 from beam_pipeline.launcher.config import CorpusConfig, to_config
 from beam_pipeline.launcher.options import CorpusOptions, CorpusOptionsError, check_known_options
 from beam_pipeline.stages.pairs import CLASS_FOLDER_GLOB
@@ -97,7 +97,7 @@ def _check_filter_columns(config: CorpusConfig, columns: List[str]) -> None:
 
 def _folder_split_spec(config: CorpusConfig) -> Tuple[CorpusConfig, SplitSpec]:
     root = config.input_root
-    if not listing.folder_exists(root):
+    if not folders.folder_exists(root):
         raise CorpusOptionsError(f"--input folder does not exist: {root}")
     _check_filter_columns(config, ["folder"])
     spec = config.split or parse_split(DEFAULT_HASH_SPLIT)
@@ -108,7 +108,7 @@ def _folder_split_spec(config: CorpusConfig) -> Tuple[CorpusConfig, SplitSpec]:
             raise CorpusOptionsError("--split folder is not available for class folders (the folder is the class)")
         if not config.class_names:
             names = sorted({posixpath.dirname(relative)
-                            for relative in listing.relative_matches(root, CLASS_FOLDER_GLOB)} - {""})
+                            for relative in folders.relative_matches(root, CLASS_FOLDER_GLOB)} - {""})
             if len(names) != config.num_classes:
                 raise CorpusOptionsError(
                     f"found {len(names)} class folders in {root} but --num_classes is {config.num_classes}; "

@@ -1,4 +1,4 @@
-"""ReadCorpus: discover every input pair, from a listing file or from folders.
+"""ReadCorpus: discover every input pair, from a listing file (read in ranges, on every worker) or from folders.
 
 Output: a PCollection of PairRef (main) and one of Outcome (``rejected``) for
 inputs that cannot form a pair: bad listing rows, paths outside the root,
@@ -7,11 +7,14 @@ content is read here. The per-input work is in beam_pipeline/stages/pairs.py.
 """
 
 import apache_beam as beam
+from apache_beam.io.restriction_trackers import OffsetRange, OffsetRestrictionTracker
+from apache_beam.transforms.core import RestrictionProvider
 
 from beam_pipeline.core.progress import DISCOVERED, REJECTED_PREFIX
 from beam_pipeline.core.records import Outcome, PairRef
+from beam_pipeline.io import listing
 from beam_pipeline.stages import counters, pairs
-from beam_pipeline.stages.specs import REJECTED_TAG, DiscoverSpec
+from beam_pipeline.stages.specs import LISTING, REJECTED_TAG, DiscoverSpec
 
 
 class _Discovered:
@@ -42,6 +45,40 @@ class DiscoverFn(counters.CountingDoFn):
             yield self._discovered.tagged(item)
 
 
+class ReadListingFn(counters.CountingDoFn, RestrictionProvider):
+    """Source (a listing file) -> PairRef, or a rejected Outcome, for the rows of a range of the listing.
+
+    A splittable DoFn over an OffsetRange of the listing's rows (bytes of a text listing, row numbers of
+    a Parquet one: io/listing.py): the runner reads the first ranges on every worker and may cut a range
+    again while it is read, so no worker reads the whole listing and none holds more than a batch of rows.
+    """
+
+    def __init__(self, spec: DiscoverSpec):
+        self._spec = spec
+        self._discovered = _Discovered()
+
+    def process(self, source: pairs.Source, tracker=beam.DoFn.RestrictionParam()):
+        piece = tracker.current_restriction()
+        for item in pairs.discover_listing_range(self._spec, piece.start, piece.stop, tracker.try_claim):
+            yield self._discovered.tagged(item)
+
+    # The restriction: the listing's rows, cut into ranges read apart.
+    def initial_restriction(self, source: pairs.Source) -> OffsetRange:
+        whole = listing.extent(source.pattern)
+        return OffsetRange(whole.start, whole.stop)
+
+    def split(self, source: pairs.Source, restriction: OffsetRange):
+        unit = "rows" if listing.kind_of(source.pattern) == listing.PARQUET else "bytes"
+        for start, stop in listing.split_points(listing.Extent(restriction.start, restriction.stop, unit)):
+            yield OffsetRange(start, stop)
+
+    def create_tracker(self, restriction: OffsetRange) -> OffsetRestrictionTracker:
+        return OffsetRestrictionTracker(restriction)
+
+    def restriction_size(self, source: pairs.Source, restriction: OffsetRange) -> int:
+        return restriction.size()
+
+
 class JoinOnMaskPathFn(counters.CountingDoFn):
     """(mask path, {images: [...], masks: [...]}) -> PairRef, or orphan Outcomes."""
 
@@ -65,10 +102,17 @@ class ReadCorpus(beam.PTransform):
     def expand(self, pbegin):
         spec = self._spec
         sources = pairs.sources(spec)
+        if spec.input_format == LISTING:
+            outputs = (pbegin
+                       | "ListSources" >> beam.Create(list(sources))
+                       # Source (the listing file)
+                       | "ReadListing" >> beam.ParDo(ReadListingFn(spec)).with_outputs(REJECTED_TAG, main="pairs"))
+                       # PairRef | rejected Outcome, from ranges of the listing read apart
+            return outputs.pairs, outputs[REJECTED_TAG]
         if not pairs.joins_on_mask_path(spec):
             outputs = (pbegin
                        | "ListSources" >> beam.Create(list(sources))
-                       # Source (a listing file, or the class-folder glob)
+                       # Source (the class-folder glob)
                        | "Discover" >> beam.ParDo(DiscoverFn(spec)).with_outputs(REJECTED_TAG, main="pairs"))
                        # PairRef | rejected Outcome
             return outputs.pairs, outputs[REJECTED_TAG]

@@ -17,7 +17,7 @@ from beam_pipeline.core.hashing import stable_hash
 from beam_pipeline.core.pairing import pair_by_mask_path
 from beam_pipeline.core.records import FILTERED, Outcome, PairRef, ValidPair
 from beam_pipeline.core.validation import validate_classification, validate_segmentation
-from beam_pipeline.io import listing, streams
+from beam_pipeline.io import folders, listing, streams
 from beam_pipeline.stages.specs import CLASS_FOLDERS, LISTING, PAIRED, CheckSpec, DiscoverSpec, SelectSpec
 
 Discovered = Union[PairRef, Outcome]
@@ -57,12 +57,23 @@ def discover_source(spec: DiscoverSpec, source: Source) -> Iterator:
     """A listing file or class folders: PairRef, or a rejected Outcome for a bad row.
     Paired folders: ``(mask path, image or mask path)`` to join with :func:`join_on_mask_path`."""
     if source.kind == LISTING:
-        return listing.listed_pairs(source.pattern, spec.root, spec.task, spec.allow_outside_root)
+        whole = listing.extent(source.pattern)
+        return discover_listing_range(spec, whole.start, whole.stop, _claim_all)
     if source.kind == CLASS_FOLDERS:
-        return listing.class_folder_pairs(spec.root, source.pattern)
+        return folders.class_folder_pairs(spec.root, source.pattern)
     if source.kind == IMAGES:
-        return listing.keyed_images(spec.root, source.pattern, spec.mask_template)
-    return listing.keyed_masks(spec.root, source.pattern)
+        return folders.keyed_images(spec.root, source.pattern, spec.mask_template)
+    return folders.keyed_masks(spec.root, source.pattern)
+
+
+def _claim_all(position: int) -> bool:
+    return True
+
+
+def discover_listing_range(spec: DiscoverSpec, start: int, stop: int, claim: listing.Claim) -> Iterator[Discovered]:
+    """The pairs of the listing rows in ``[start, stop)`` (io/listing.py): a PairRef per good row, a rejected
+    Outcome per row without the required values, with a path outside the root, or that is not a row."""
+    return listing.listed_pairs(spec.input, start, stop, claim, spec.root, spec.task, spec.allow_outside_root)
 
 
 def join_on_mask_path(spec: DiscoverSpec, mask_rel: str, image_rels: Iterable[str],

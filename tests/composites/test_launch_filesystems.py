@@ -17,7 +17,7 @@ from apache_beam.io.localfilesystem import LocalFileSystem
 from apache_beam.options.pipeline_options import PipelineOptions, S3Options
 from apache_beam.testing.util import assert_that, equal_to
 
-from beam_pipeline.io import listing
+from beam_pipeline.io import folders
 from beam_pipeline.launcher import launch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -87,11 +87,11 @@ def test_a_folder_is_found_where_only_its_files_exist(tmp_path):
     (tmp_path / "empty").mkdir()
     url = f"prefixonly://{folder}"
     assert not FileSystems.exists(url)                    # what gs:// and s3:// answer for a prefix
-    assert listing.folder_exists(url)
-    assert listing.folder_exists(url + "/")
-    assert listing.folder_exists(str(folder))             # a local folder, as before
-    assert not listing.folder_exists(f"prefixonly://{tmp_path / 'empty'}")
-    assert not listing.folder_exists(f"prefixonly://{tmp_path / 'missing'}")
+    assert folders.folder_exists(url)
+    assert folders.folder_exists(url + "/")
+    assert folders.folder_exists(str(folder))             # a local folder, as before
+    assert not folders.folder_exists(f"prefixonly://{tmp_path / 'empty'}")
+    assert not folders.folder_exists(f"prefixonly://{tmp_path / 'missing'}")
 
 
 def test_class_folders_on_a_prefix_only_store_resolve(tmp_path):

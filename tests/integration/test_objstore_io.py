@@ -1,6 +1,6 @@
 """Reading and listing through Beam's filesystems on the local S3 and GCS servers (in this process).
 
-A pair's files are read by beam_pipeline.stages.pairs.read_file and listed by beam_pipeline.io.listing; the
+A pair's files are read by beam_pipeline.stages.pairs.read_file and listed by beam_pipeline.io.folders; the
 tests compare what they return with the corpus files on local disk, and count the requests each
 read costs through the counting proxy.
 """
@@ -15,7 +15,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from beam_pipeline.core import reasons
 from beam_pipeline.core.checks import Rejection
-from beam_pipeline.io import listing, streams
+from beam_pipeline.io import folders, streams
 from beam_pipeline.stages import pairs
 from objstore_fixtures import CORPUS_BUCKET, GCS_PAGE_SIZE, unique_bucket
 from tools.objstore.stores import apply_env
@@ -150,9 +150,9 @@ def test_listing_follows_every_page(request, monkeypatch, store_name, objects):
         store = store.through(proxy)
     use_store(store, monkeypatch)
     proxy.reset()
-    found = sorted(listing.relative_matches(store.url(bucket, "set"), "images/*.jpg"))
+    found = sorted(folders.relative_matches(store.url(bucket, "set"), "images/*.jpg"))
     assert found == [f"images/img_{i}.jpg" for i in range(3)]
-    assert len(list(listing.match_files(store.url(bucket, "set/images/**")))) == objects
+    assert len(list(folders.match_files(store.url(bucket, "set/images/**")))) == objects
     pages = -(-objects // (1000 if store_name == "s3" else GCS_PAGE_SIZE))
     assert proxy.counts()["LIST"] == 2 * pages
     FileSystems.set_options(None)
@@ -162,7 +162,7 @@ def test_a_refused_listing_raises_instead_of_listing_nothing(counted):
     store, proxy = counted
     proxy.set_faults([{"kind": "LIST", "status": 403, "code": "AccessDenied"}])
     with pytest.raises(Exception) as raised:
-        list(listing.match_files(store.url(CORPUS_BUCKET, "segmentation/images/*.jpg")))
+        list(folders.match_files(store.url(CORPUS_BUCKET, "segmentation/images/*.jpg")))
     assert "403" in str(raised.value) or "AccessDenied" in str(raised.value) or "Forbidden" in str(raised.value)
 
 

@@ -19,9 +19,8 @@ from beam_pipeline.core import paths, runners
 from beam_pipeline.core.checks import Limits
 from beam_pipeline.core.records import ValidPair
 from beam_pipeline.core.selection import SplitSpec
-from beam_pipeline.io import listing
 from beam_pipeline.stages import pairs
-from beam_pipeline.stages.specs import CheckSpec, SelectSpec, StatsSpec
+from beam_pipeline.stages.specs import CheckSpec, DiscoverSpec, SelectSpec, StatsSpec
 from objstore_fixtures import unique_bucket
 from tools.objstore.stores import apply_env
 
@@ -33,7 +32,8 @@ def valid_pairs(object_corpus):
     """The corpus's valid pairs, found and checked by the product's own per-pair functions."""
     root = str(object_corpus / "segmentation")
     found = []
-    for ref in listing.listed_pairs(paths.join(root, "manifest.csv"), root, "segmentation", False):
+    spec = DiscoverSpec(paths.join(root, "manifest.csv"))
+    for ref in pairs.discover(spec):
         ref = ref if not hasattr(ref, "status") else None
         ref = ref and pairs.select(ref, SelectSpec(SplitSpec("column")))
         result = ref and pairs.check(ref, CheckSpec("segmentation", Limits(num_classes=NUM_CLASSES)))[0]

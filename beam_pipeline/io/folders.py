@@ -1,0 +1,69 @@
+"""Folder inputs through Beam's filesystems: the files a glob matches, and the pairs they give.
+
+Paired folders (images and masks joined by --mask_template) and one folder per class are listed
+with ``FileSystems.match``, which follows an object store's listing pages; the files become pairs
+in core/pairing.py. Only paths and sizes are listed: no file is read here.
+"""
+
+from typing import Iterator, Tuple
+
+from apache_beam.io.filesystem import BeamIOError
+from apache_beam.io.filesystems import FileSystems
+
+from beam_pipeline.core import paths
+from beam_pipeline.core.pairing import class_folder_ref
+from beam_pipeline.core.records import PairRef
+
+
+def match_files(pattern: str) -> Iterator[Tuple[str, int]]:
+    """``(path, size)`` of every file matching a glob; nothing when none matches.
+
+    Object stores list a prefix a page at a time (S3 and GCS: 1000 objects); Beam's S3 and GCS
+    filesystems follow the pages. A listing that fails (a refused request, a server error that
+    outlived the retries) raises BeamIOError: it never reads as "no files".
+    """
+    for result in FileSystems.match([pattern]):
+        for metadata in result.metadata_list:
+            yield metadata.path, metadata.size_in_bytes
+
+
+def folder_exists(folder: str) -> bool:
+    """Whether ``folder`` exists or holds any file.
+
+    On gs:// and s3:// a folder is only a key prefix: ``FileSystems.exists`` is False for it
+    (with or without a trailing slash) even while files live below it, so a folder there
+    exists when a match below it finds one file.
+    """
+    if FileSystems.exists(folder):
+        return True
+    try:
+        results = FileSystems.match([paths.join(folder, "**")], limits=[1])
+    except BeamIOError:
+        return False
+    return any(result.metadata_list for result in results)
+
+
+def relative_matches(root: str, pattern: str) -> Iterator[str]:
+    """The path relative to ``root`` of every file matching ``pattern`` (itself relative to ``root``)."""
+    for path, _ in match_files(paths.join(root, pattern)):
+        relative = paths.relative_to(root, path)
+        if relative is not None:
+            yield relative
+
+
+def class_folder_pairs(root: str, pattern: str) -> Iterator[PairRef]:
+    """A PairRef per image in ``<class>/<file>`` below ``root``, labelled by its folder."""
+    for relative in relative_matches(root, pattern):
+        yield class_folder_ref(relative, root)
+
+
+def keyed_images(root: str, pattern: str, mask_template: str) -> Iterator[Tuple[str, str]]:
+    """(mask path its template renders, image path) of every image matching ``pattern``, relative to ``root``."""
+    for relative in relative_matches(root, pattern):
+        yield paths.render_template(mask_template, relative), relative
+
+
+def keyed_masks(root: str, pattern: str) -> Iterator[Tuple[str, str]]:
+    """(mask path, mask path) of every mask matching ``pattern``, relative to ``root``."""
+    for relative in relative_matches(root, pattern):
+        yield relative, relative
