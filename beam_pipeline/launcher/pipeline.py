@@ -55,18 +55,20 @@ def build_pipeline(p: beam.Pipeline, config: CorpusConfig, split_spec: SplitSpec
                   | "MergeDiscoveryCounts" >> beam.Flatten()
                   | "CountDiscovered" >> beam.CombineGlobally(sum))
     # int: every discovered input
-    selected, dropped = refs | "SelectSubset" >> SelectSubset(config.select_spec(split_spec))
-    # PairRef with split | filtered Outcome
+    selected, dropped, filtered = refs | "SelectSubset" >> SelectSubset(config.select_spec(split_spec))
+    # PairRef with split | rejected Outcome | ((FILTERED, reason), n): the inputs filtered out, counted
     spread = selected | "SpreadOverWorkers" >> SpreadOverWorkers()
     # PairRef, redistributed so that validation runs on every worker
     valid, invalid = spread | "ValidatePairs" >> ValidatePairs(config.check_spec())
     # ValidPair | rejected Outcome
     unique, duplicates = valid | "DeduplicatePairs" >> DeduplicatePairs()
     # ValidPair (one per content) | duplicate Outcome
-    reject_refusals = ((unpaired, dropped, invalid)
-                       | "MergeEarlyOutcomes" >> beam.Flatten()
-                       | "EarlyStatusAndReason" >> beam.Map(_status_and_reason)
-                       | "CountEarlyOutcomes" >> beam.combiners.Count.PerElement()
+    early_rejects = ((unpaired, dropped, invalid)
+                     | "MergeEarlyOutcomes" >> beam.Flatten()
+                     | "EarlyStatusAndReason" >> beam.Map(_status_and_reason)
+                     | "CountEarlyOutcomes" >> beam.combiners.Count.PerElement())
+    reject_refusals = ((early_rejects, filtered)
+                       | "WithFilteredCounts" >> beam.Flatten()
                        # ((status, reason), n) of the inputs filtered out or rejected before writing
                        | "AllEarlyCounts" >> beam.combiners.ToList()
                        | "CheckRejectRate" >> beam.FlatMap(_reject_refusals, discovered=beam.pvalue.AsSingleton(
@@ -90,9 +92,9 @@ def build_pipeline(p: beam.Pipeline, config: CorpusConfig, split_spec: SplitSpec
     # ShardInfo | rejected Outcome (changed since validation) | class-index JSON line
     outcomes = ((unpaired, dropped, invalid, duplicates, changed)
                 | "MergeOutcomes" >> beam.Flatten())
-    # Outcome: everything discovered and not written
+    # Outcome: everything discovered and not written, but the inputs filtered out (counted in ``filtered``)
     real_stats = stats | "DropEmptyStats" >> beam.Filter(bool)
-    return ((shards, outcomes, discovered, real_stats, class_index, transform_written, refusals)
+    return ((shards, outcomes, filtered, discovered, real_stats, class_index, transform_written, refusals)
             | "PublishOutputs" >> PublishOutputs(config.publish_spec(data_dir), options, versions))
 
 

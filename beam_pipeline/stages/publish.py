@@ -2,8 +2,9 @@
 version folder, takes the digest of every file the job wrote, and leaves the pending manifest for the
 launcher, which commits it (beam_pipeline/launcher/commit.py).
 
-Inputs: ShardInfo, every Outcome (filtered, rejected, duplicate), the number
-of discovered inputs, the stats dict (empty without statistics), class-index
+Inputs: ShardInfo, every Outcome (rejected, duplicate), the inputs filtered
+out counted per reason (``((FILTERED, reason), n)``), the number of
+discovered inputs, the stats dict (empty without statistics), class-index
 lines, the tf.Transform writes to wait for, and the run's refusals.
 Nothing here is visible to a reader: the version folder is named by no
 manifest until the launcher, which holds the output's lock, checks it and
@@ -124,8 +125,8 @@ class FinalizeFn(beam.DoFn):
 
 
 class PublishOutputs(beam.PTransform):
-    """``pending_manifest_path = (shards, outcomes, discovered, stats, class_index, transform_written, refusals)
-    | PublishOutputs(PublishSpec(data_dir, task, ...), options, versions)``."""
+    """``pending_manifest_path = (shards, outcomes, filtered, discovered, stats, class_index, transform_written,
+    refusals) | PublishOutputs(PublishSpec(data_dir, task, ...), options, versions)``."""
 
     def __init__(self, spec: PublishSpec, options: dict, versions: dict):
         super().__init__()
@@ -134,7 +135,7 @@ class PublishOutputs(beam.PTransform):
         self._versions = versions
 
     def expand(self, inputs):
-        shards, outcomes, discovered, stats, class_index, transform_written, refusals = inputs
+        shards, outcomes, filtered, discovered, stats, class_index, transform_written, refusals = inputs
         data_dir = self._spec.data_dir
         rejects_files = _jsonl_files(
             outcomes
@@ -143,9 +144,11 @@ class PublishOutputs(beam.PTransform):
             # one JSON object per rejected or duplicate input
             "WriteRejects", paths.join(data_dir, layout.REJECTS_PREFIX))
         index_files = _jsonl_files(class_index, "WriteClassIndex", paths.join(data_dir, layout.CLASS_INDEX_PREFIX))
-        counts = (outcomes
-                  | "StatusAndReason" >> beam.Map(_status_and_reason)
-                  | "CountOutcomes" >> beam.combiners.Count.PerElement())
+        counts = ((outcomes
+                   | "StatusAndReason" >> beam.Map(_status_and_reason)
+                   | "CountOutcomes" >> beam.combiners.Count.PerElement(),
+                   filtered)
+                  | "WithFilteredCounts" >> beam.Flatten())
                   # ((status, reason), n)
         return (shards.pipeline
                 | "Once" >> beam.Create([None])

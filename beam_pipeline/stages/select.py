@@ -1,35 +1,67 @@
 """SelectSubset: the user's filter, globs, sampling, --max_examples and splits.
 
-Input: PairRef. Output: (PairRef with ``split`` set and its metadata dropped,
-Outcome for everything filtered out or without a split). Every decision
-depends on the key and the metadata only, never on order or on Python's
-``hash()``; the per-pair decisions are in beam_pipeline/stages/pairs.py.
+Input: PairRef. Output: PairRef with ``split`` set and its metadata dropped; rejected Outcomes (a
+--filter that cannot be evaluated on a row, a pair without a split); and the inputs filtered out,
+counted per reason as ``((FILTERED, reason), n)`` for each bundle, not one element per input: they are
+never written to a file, only counted, and most of a listing of the whole corpus is filtered out.
+Every decision depends on the key and the metadata only, never on order or on Python's ``hash()``;
+the per-pair decisions are in beam_pipeline/stages/pairs.py.
 """
+
+from typing import Dict, Tuple
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
+from apache_beam.transforms.window import GlobalWindows
 
 from beam_pipeline.core.progress import SELECTED
-from beam_pipeline.core.records import Outcome, PairRef
+from beam_pipeline.core.records import FILTERED, Outcome, PairRef
 from beam_pipeline.stages import counters, pairs
 from beam_pipeline.stages.specs import REJECTED_TAG, SelectSpec
 
 
+FILTERED_TAG = "filtered"        # ((FILTERED, reason), n): the inputs a bundle filtered out, per reason
+
+
+class _FilteredCounts:
+    """The inputs one bundle filtered out, counted per reason and emitted once, at the bundle's end."""
+
+    def __init__(self):
+        self._counts: Dict[Tuple[str, str], int] = {}
+
+    def add(self, outcome: Outcome) -> None:
+        key = (outcome.status, outcome.reason)
+        self._counts[key] = self._counts.get(key, 0) + 1
+        counters.counter("SelectSubset", f"{outcome.status}_{outcome.reason}").inc()
+
+    def emit(self):
+        counts, self._counts = self._counts, {}
+        for key, n in sorted(counts.items()):
+            yield beam.pvalue.TaggedOutput(FILTERED_TAG, GlobalWindows.windowed_value((key, n)))
+
+
 class SelectFn(counters.CountingDoFn):
-    """PairRef -> PairRef kept, or an Outcome (filtered, or rejected by a --filter error)."""
+    """PairRef -> PairRef kept, a rejected Outcome (a --filter error), or a count of it filtered out."""
 
     def __init__(self, spec: SelectSpec):
         self._spec = spec
         self._kept = Metrics.counter("SelectSubset", "kept")
+        self._filtered = _FilteredCounts()
 
     def process(self, ref: PairRef):
         outcome = pairs.excluded(ref, self._spec)
         if outcome is None:
             self._kept.inc()
             yield ref
+        elif outcome.status == FILTERED:
+            self._filtered.add(outcome)
         else:
             counters.counter("SelectSubset", f"{outcome.status}_{outcome.reason}").inc()
             yield beam.pvalue.TaggedOutput(REJECTED_TAG, outcome)
+
+    def finish_bundle(self):
+        yield from self._filtered.emit()
+        super().finish_bundle()
 
 
 class AssignSplitFn(counters.CountingDoFn):
@@ -49,14 +81,21 @@ class AssignSplitFn(counters.CountingDoFn):
             yield item
 
 
-class CapExamplesFn(beam.DoFn):
-    """PairRef -> PairRef when its rank is within --max_examples, else a filtered Outcome."""
+class CapExamplesFn(counters.CountingDoFn):
+    """PairRef -> PairRef when its rank is within --max_examples, else a count of it filtered out."""
+
+    def __init__(self):
+        self._filtered = _FilteredCounts()
 
     def process(self, ref: PairRef, threshold):
         if pairs.max_examples_rank(ref) <= threshold:
             yield ref
         else:
-            yield beam.pvalue.TaggedOutput(REJECTED_TAG, pairs.beyond_max_examples(ref))
+            self._filtered.add(pairs.beyond_max_examples(ref))
+
+    def finish_bundle(self):
+        yield from self._filtered.emit()
+        super().finish_bundle()
 
 
 def _largest_kept_rank(smallest_ranks) -> int:
@@ -64,7 +103,7 @@ def _largest_kept_rank(smallest_ranks) -> int:
 
 
 class SelectSubset(beam.PTransform):
-    """``kept, dropped = refs | SelectSubset(SelectSpec(split, ...))``."""
+    """``kept, rejected, filtered = refs | SelectSubset(SelectSpec(split, ...))``."""
 
     def __init__(self, spec: SelectSpec):
         super().__init__()
@@ -72,9 +111,10 @@ class SelectSubset(beam.PTransform):
 
     def expand(self, refs):
         spec = self._spec
-        selected = refs | "ApplyFilters" >> beam.ParDo(SelectFn(spec)).with_outputs(REJECTED_TAG, main="kept")
-        # PairRef | filtered (or rejected) Outcome
-        kept, dropped = selected.kept, [selected[REJECTED_TAG]]
+        selected = refs | "ApplyFilters" >> beam.ParDo(SelectFn(spec)).with_outputs(
+            REJECTED_TAG, FILTERED_TAG, main="kept")
+        # PairRef | rejected Outcome | ((FILTERED, reason), n) per bundle
+        kept, dropped, filtered = selected.kept, [selected[REJECTED_TAG]], [selected[FILTERED_TAG]]
         if spec.max_examples is not None:
             threshold = (kept
                          | "RankForMaxExamples" >> beam.Map(pairs.max_examples_rank)
@@ -83,10 +123,14 @@ class SelectSubset(beam.PTransform):
                          # [rank, ...] (at most max_examples)
                          | "LargestKeptRank" >> beam.Map(_largest_kept_rank))
             capped = kept | "CapExamples" >> beam.ParDo(
-                CapExamplesFn(), threshold=beam.pvalue.AsSingleton(threshold)).with_outputs(REJECTED_TAG, main="kept")
+                CapExamplesFn(), threshold=beam.pvalue.AsSingleton(threshold)).with_outputs(FILTERED_TAG, main="kept")
             kept = capped.kept
-            dropped.append(capped[REJECTED_TAG])
+            filtered.append(capped[FILTERED_TAG])
         split = kept | "AssignSplits" >> beam.ParDo(AssignSplitFn(spec)).with_outputs(REJECTED_TAG, main="kept")
         # PairRef with split, no metadata | rejected Outcome
         dropped.append(split[REJECTED_TAG])
-        return split.kept, dropped | "MergeDropped" >> beam.Flatten()
+        filtered_counts = (filtered
+                           | "MergeFiltered" >> beam.Flatten()
+                           | "SumFilteredPerReason" >> beam.CombinePerKey(sum))
+                           # ((FILTERED, reason), n), one per reason
+        return split.kept, dropped | "MergeDropped" >> beam.Flatten(), filtered_counts

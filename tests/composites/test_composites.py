@@ -83,17 +83,22 @@ def test_select_subset_filter_cap_and_split(tmp_path):
     spec = SelectSpec(parse_split("column"), filter=parse_filter("source == 'camA'"), exclude=("images/1.png",),
                       max_examples=3)
     with TestPipeline() as p:
-        kept, dropped = p | beam.Create(refs) | SelectSubset(spec)
+        kept, rejected, filtered = p | beam.Create(refs) | SelectSubset(spec)
         # camA: 1 3 5 7 9; 1 excluded; 3 of {3, 5, 7, 9} kept by rank; 9 (if kept) has no split.
         assert_that(kept | "Count" >> beam.combiners.Count.Globally() | beam.Map(lambda n: n <= 3),
                     equal_to([True]), label="AtMostThree")
         assert_that(kept | "Splits" >> beam.Map(lambda r: r.split), lambda splits: all(s == "train" for s in splits),
                     label="SplitsFromColumn")
-        assert_that(dropped | "ByReason" >> beam.Map(lambda o: o.reason) | beam.combiners.Count.PerElement()
-                    | beam.Filter(lambda kv: kv[0] in ("filter_expression", "exclude_glob")),
-                    equal_to([("filter_expression", 5), ("exclude_glob", 1)]), label="Dropped")
-        assert_that((kept, dropped) | beam.Flatten() | "Total" >> beam.combiners.Count.Globally(),
-                    equal_to([10]), label="NothingLost")
+        # The inputs filtered out are counted per reason, not passed on one by one.
+        assert_that(filtered, equal_to([(("filtered", "filter_expression"), 5), (("filtered", "exclude_glob"), 1),
+                                        (("filtered", "max_examples"), 1)]), label="Filtered")
+        assert_that(rejected | "Rejected" >> beam.Map(lambda o: (o.status, o.reason)),
+                    lambda found: all(item == ("rejected", "bad_manifest_row") for item in found), label="NoSplit")
+        outcomes = ((kept | "OneEachKept" >> beam.Map(lambda _: 1)),
+                    (rejected | "OneEachRejected" >> beam.Map(lambda _: 1)),
+                    (filtered | "FilteredNumbers" >> beam.Map(lambda kv: kv[1])))
+        assert_that(outcomes | beam.Flatten() | "Total" >> beam.CombineGlobally(sum), equal_to([10]),
+                    label="NothingLost")
 
 
 def test_deduplicate_keeps_smallest_key(folder):
