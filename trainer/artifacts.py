@@ -4,8 +4,8 @@ The trainer never imports apache_beam: this module reads files only (through
 ``tf.io.gfile``, so local paths and ``gs://`` work alike). It opens
 ``manifest.json`` first and then only what it names: the version folder
 (``data_dir``, e.g. ``runs/<run_id>/``) that holds the shards and stats.json,
-and the tf.Transform output (``transform_dir``). :func:`verify_dataset` checks
-every file the manifest lists against its size and SHA-256 before training.
+and the tf.Transform output (``transform_dir``). trainer/verification.py checks
+the files the manifest lists against their sizes and SHA-256.
 """
 
 import dataclasses
@@ -31,10 +31,11 @@ class ArtifactError(ValueError):
 class Artifacts:
     root: str
     manifest: dict
+    manifest_sha256: str = ""                # of manifest.json's bytes: what a verification is recorded for
 
     @functools.cached_property
     def stats(self) -> Optional[dict]:
-        """stats.json, read when first needed (after :func:`verify_dataset` has checked it); None without it."""
+        """stats.json, read when first needed (after trainer/verification.py has checked it); None without it."""
         path = posixpath.join(self.data_dir, STATS)
         if not tf.io.gfile.exists(path):
             return None
@@ -98,9 +99,9 @@ def load_artifacts(root: str) -> Artifacts:
     manifest_path = posixpath.join(root, MANIFEST)
     if not tf.io.gfile.exists(manifest_path):
         raise ArtifactError(f"no {MANIFEST} in {root}: run the pipeline first (it writes the manifest last)")
-    with tf.io.gfile.GFile(manifest_path, "r") as handle:
-        manifest = json.load(handle)
-    return Artifacts(root=root, manifest=manifest)
+    with tf.io.gfile.GFile(manifest_path, "rb") as handle:
+        data = handle.read()
+    return Artifacts(root=root, manifest=json.loads(data), manifest_sha256=hashlib.sha256(data).hexdigest())
 
 
 def file_sha256(path: str) -> str:
@@ -111,29 +112,3 @@ def file_sha256(path: str) -> str:
             if not chunk:
                 return digest.hexdigest()
             digest.update(chunk)
-
-
-def verify_dataset(artifacts: Artifacts) -> int:
-    """Check every file the manifest lists (shards, transform/, stats.json, rejects, class index, report,
-    TFDV statistics) against its size and SHA-256; returns the bytes checked.
-
-    Raises ArtifactError naming the first file that is missing or differs, before anything is trained.
-    """
-    table = artifacts.manifest.get("files")
-    if table is None:
-        raise ArtifactError(
-            f"{artifacts.root}/{MANIFEST} (format {artifacts.manifest.get('format_version')}) lists no digests "
-            "of transform/ and stats.json, so they cannot be checked; publish the dataset again with the "
-            "pipeline's --overwrite, or train with --no_verify to skip the check")
-    checked = 0
-    for relative, expected in sorted(table.items()):
-        path = posixpath.join(artifacts.data_dir, relative)
-        if not tf.io.gfile.exists(path):
-            raise ArtifactError(f"{path} is listed in {MANIFEST} but missing")
-        size = tf.io.gfile.stat(path).length
-        if size != expected["bytes"]:
-            raise ArtifactError(f"{path} has {size} bytes, {MANIFEST} says {expected['bytes']}")
-        if file_sha256(path) != expected["sha256"]:
-            raise ArtifactError(f"{path} does not match its SHA-256 in {MANIFEST}: the file is damaged")
-        checked += size
-    return checked

@@ -11,7 +11,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from trainer.artifacts import Artifacts, load_artifacts, verify_dataset
+from trainer.artifacts import ArtifactError, Artifacts, load_artifacts
 from trainer.batch_norm import RecalibrateBatchNorm
 from trainer.config import TrainConfig
 from trainer.data import InputConfig, PipelineShard, make_dataset, make_whole_image_dataset, shard_for_pipeline
@@ -20,6 +20,8 @@ from trainer.losses import IgnoringMeanIoU, masked_loss
 from trainer.models import ModelConfig, build_model
 from trainer.strategy import choose_strategy, is_chief, mixed_precision_policy, worker_dir
 from trainer.validation import WholeImageValidation
+from trainer.verification import (BackgroundVerifier, StopOnDamagedFile, check_before_training, relative_to_data_dir,
+                                  verified_record)
 
 _LOG = logging.getLogger(__name__)
 EXPORT_DIR = "export"
@@ -156,6 +158,23 @@ def _record_input_shards(read: Dict[str, List[PipelineShard]], out_dir: str) -> 
                   indent=1)
 
 
+def _verify_in_background(artifacts: Artifacts, unverified: List[str], read: Dict[str, List[PipelineShard]],
+                          record, chief: bool) -> BackgroundVerifier:
+    """Start checking the digests left after the first check: the shards this process reads, and on the
+    chief also every file no worker reads in training (the other splits' shards, the files that grow
+    with the dataset), so that each file is checked by one process (trainer/verification.py)."""
+    mine = set(relative_to_data_dir(artifacts, [f for parts in read.values() for part in parts for f in part.files]))
+    if chief:
+        train_shards = set(relative_to_data_dir(artifacts, artifacts.shard_paths("train")))
+        mine |= {f for f in unverified if f not in train_shards}
+    verifier = BackgroundVerifier(artifacts, [f for f in unverified if f in mine], record)
+    if verifier.files:
+        _LOG.info("verifying the SHA-256 of %d file(s) in the background while training reads them",
+                  len(verifier.files))
+        verifier.start()
+    return verifier
+
+
 def train(config: TrainConfig) -> dict:
     """Train and export; returns the history, the export path (None on a worker that is not the chief) and
     the folder this process wrote to.
@@ -167,15 +186,15 @@ def train(config: TrainConfig) -> dict:
     keras.utils.set_random_seed(config.seed)
     artifacts = load_artifacts(config.data)
     task = artifacts.task if config.task == "auto" else config.task
-    if config.verify_shards:
-        verify_dataset(artifacts)
     strategy, why = choose_strategy(config.strategy, config.tpu)
+    out_dir = worker_dir(config.job_dir, strategy)
+    record = verified_record(out_dir, artifacts) if config.verify_shards else None
+    unverified = check_before_training(artifacts, record) if config.verify_shards else []
     _LOG.info("strategy: %s (%s)", type(strategy).__name__, why)
     policy = mixed_precision_policy(config.mixed_precision, strategy)
     if policy:
         keras.mixed_precision.set_global_policy(policy)
     _LOG.info("mixed precision: %s", policy or "off")
-    out_dir = worker_dir(config.job_dir, strategy)
     with strategy.scope():
         # Several replicas: batch norm statistics over the global batch, so every worker keeps the same
         # moving mean and variance (per-replica statistics would differ from worker to worker).
@@ -198,6 +217,7 @@ def train(config: TrainConfig) -> dict:
     if "://" not in out_dir:
         os.makedirs(out_dir, exist_ok=True)
     _record_input_shards(read, out_dir)
+    verifier = _verify_in_background(artifacts, unverified, read, record, is_chief(strategy))
     callbacks = [
         keras.callbacks.BackupAndRestore(os.path.join(out_dir, "backup")),
         keras.callbacks.ModelCheckpoint(os.path.join(out_dir, "checkpoints", "epoch-{epoch:04d}.weights.h5"),
@@ -207,14 +227,20 @@ def train(config: TrainConfig) -> dict:
     ]
     if validation is not None:
         callbacks.insert(0, validation)      # Before the others: they log the val_* values it adds.
+    callbacks.insert(0, StopOnDamagedFile(verifier))
     if config.bn_recalibration_batches:      # First: validation and checkpoints see the re-estimated statistics.
         callbacks.insert(0, RecalibrateBatchNorm(train_data, strategy, config.bn_recalibration_batches))
     _LOG.info("%d epoch(s) of %d steps of %d examples (%s); validation: %s", config.epochs, steps_per_epoch,
               config.global_batch_size,
               "--steps_per_epoch" if config.steps_per_epoch else "one pass over the train split's records",
               _validation_plan(artifacts, config, validation is not None))
-    history = model.fit(train_data, epochs=config.epochs, steps_per_epoch=steps_per_epoch, callbacks=callbacks,
-                        shuffle=False, verbose=2)
+    try:
+        history = model.fit(train_data, epochs=config.epochs, steps_per_epoch=steps_per_epoch, callbacks=callbacks,
+                            shuffle=False, verbose=2)
+    except tf.errors.DataLossError as error:     # a record's CRC failed before the background check got there
+        verifier.finish()                        # names the damaged file when it is one the manifest lists
+        raise ArtifactError(f"a shard of {config.data} is damaged: {str(error).strip().splitlines()[0]}") from None
+    verifier.finish()                            # Nothing is exported from a damaged dataset.
     export_path = export_serving_model(model, artifacts.transform_dir, os.path.join(out_dir, EXPORT_DIR),
                                        serving_config(artifacts, config, task))
     if not is_chief(strategy):

@@ -18,6 +18,8 @@ import sys
 import termios
 import time
 
+import pytest
+
 from conftest import NUM_CLASSES, ROOT, run_cli
 from test_console import noise_in
 
@@ -118,10 +120,25 @@ def progress_lines(stderr: str):
     return rows
 
 
-def test_progress_lines_in_a_log_agree_with_the_manifest(corpus_dir, tmp_path):
+# The sample corpus with ten times its pairs, for one worker to validate long enough (a few seconds on a
+# quiet machine) that several lines and an ETA show while it does: its 12 broken or odd rows, 10 of
+# them rejected and 2 duplicates, as in the sample corpus (tools/sample_corpus/).
+LONGER_CORPUS_PAIRS = 2400
+
+
+@pytest.fixture(scope="module")
+def longer_corpus(tmp_path_factory):
+    from tools.sample_corpus.corpus import write_corpus
+    out = tmp_path_factory.mktemp("longer_corpus")
+    write_corpus(str(out), seed=0, num_pairs=LONGER_CORPUS_PAIRS, num_class_images=8)
+    return out
+
+
+def test_progress_lines_in_a_log_agree_with_the_manifest(longer_corpus, tmp_path):
     out = tmp_path / "out"
-    completed = run_cli("--input", corpus_dir / "segmentation" / "manifest.csv", "--output", out,
-                        "--num_classes", NUM_CLASSES, "--progress_every", 0.5, "--direct_num_workers", 1)
+    completed = run_cli("--input", longer_corpus / "segmentation" / "manifest.csv", "--output", out,
+                        "--num_classes", NUM_CLASSES, "--progress_every", 0.5, "--direct_num_workers", 1,
+                        "--no_stats")
     counts = json.loads((out / "manifest.json").read_text())["counts"]
     rows = progress_lines(completed.stderr)
     phases = [phase for _, phase, *_ in rows]
@@ -134,14 +151,14 @@ def test_progress_lines_in_a_log_agree_with_the_manifest(corpus_dir, tmp_path):
     assert dones == sorted(dones) and dones[0] < dones[-1]
     assert {total for _, _, _, total, _, _ in validating} == {counts["discovered"]}
     _, _, last_done, last_total, last_rejected, last_text = validating[-1]
-    assert last_done == last_total == counts["discovered"] == 252
+    assert last_done == last_total == counts["discovered"] == LONGER_CORPUS_PAIRS + 12
     assert last_rejected == counts["rejected"]["total"] == 10
     assert re.search(r"[\d.]+ pairs/s", last_text)
     assert any("ETA " in text for *_, text in validating[:-1])
 
     writing = [row for row in rows if row[1] == "writing"]
     assert writing, completed.stderr[-3000:]
-    assert writing[-1][2] == writing[-1][3] == counts["written"] == 240
+    assert writing[-1][2] == writing[-1][3] == counts["written"] == LONGER_CORPUS_PAIRS
 
 
 # --------------------------------------------------------------------------

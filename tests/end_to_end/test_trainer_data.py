@@ -10,7 +10,8 @@ import pytest
 import tensorflow as tf
 
 from conftest import NUM_CLASSES
-from trainer.artifacts import ArtifactError, load_artifacts, verify_dataset
+from trainer.artifacts import ArtifactError, load_artifacts
+from trainer.verification import verify_all
 import trainer.data
 import trainer.decode
 from trainer.data import InputConfig, make_dataset, shard_for_pipeline
@@ -28,7 +29,7 @@ def artifacts(segmentation_run):
 def test_every_published_file_is_verified_against_the_manifest(artifacts, tmp_path):
     listed = artifacts.manifest["files"]
     assert {shard["path"] for entry in artifacts.manifest["splits"].values() for shard in entry["shards"]} <= set(listed)
-    assert verify_dataset(artifacts) == sum(os.path.getsize(os.path.join(artifacts.data_dir, p)) for p in listed)
+    assert verify_all(artifacts) == sum(os.path.getsize(os.path.join(artifacts.data_dir, p)) for p in listed)
     copy = tmp_path / "copy"
     shutil.copytree(artifacts.root, copy)
     shard = copy / artifacts.manifest["data_dir"] / artifacts.split("val")["shards"][0]["path"]
@@ -36,7 +37,7 @@ def test_every_published_file_is_verified_against_the_manifest(artifacts, tmp_pa
     data[100] ^= 0xFF
     shard.write_bytes(bytes(data))
     with pytest.raises(ArtifactError, match="SHA-256"):
-        verify_dataset(load_artifacts(str(copy)))
+        verify_all(load_artifacts(str(copy)))
     with pytest.raises(ArtifactError, match="no manifest.json"):
         load_artifacts(str(tmp_path))
 
