@@ -17,6 +17,7 @@ MISSING = "missing"          # listed in the manifest, not found
 SIZE = "size"                # found with another size
 SHA256 = "sha256"            # found with the right size and another digest
 EXTRA = "extra"              # found in the version folder, not listed
+UNREADABLE = "unread"        # found with the right size, but reading it failed
 
 
 @dataclasses.dataclass(frozen=True)
