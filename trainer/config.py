@@ -110,8 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
     add("--weights", default=None, help="A local weights file for a keras.applications backbone; nothing is "
                                         "downloaded.")
     add("--no_verify", "--no_verify_shards", dest="verify_shards", action="store_false",
-        help="Skip checking every file manifest.json lists (shards, transform/, stats.json, ...) against its size "
-             "and SHA-256 before training.")
+        help="Skip checking the files manifest.json lists: their sizes and the SHA-256 of the small ones "
+             "(stats.json, transform/, ...) before the first step, and the shards' SHA-256 in the background "
+             "while training reads them (docs/training.md).")
     add("--seed", type=int, default=0, help="Random seed (default 0).")
     add("--serving_max_pixels", type=int, default=2 ** 23,
         help="The exported model refuses (with an error for that request) images with more pixels than this "
