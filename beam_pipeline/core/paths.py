@@ -8,7 +8,7 @@ and relate such strings without touching any filesystem.
 import fnmatch
 import posixpath
 import re
-from typing import Dict, Tuple
+from typing import Dict, Iterable, List, Optional, Tuple
 
 _SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*://)(.*)$", re.DOTALL)
 
@@ -126,3 +126,31 @@ def template_glob(template: str) -> str:
 
 def matches_any(relpath: str, patterns) -> bool:
     return any(fnmatch.fnmatchcase(relpath, pattern) for pattern in patterns)
+
+
+_WILDCARD = re.compile(r"[*?\[]")
+
+
+def fan_out_point(pattern: str) -> Optional[Tuple[str, str, str]]:
+    """Where a glob can be listed one folder at a time: ``(folders before it, the first folder component
+    with a wildcard, the rest)``, e.g. ``("images", "*", "*.png")`` for ``images/*/*.png``.
+
+    None when the first wildcard is in the file name (``images/*.png``: one flat folder), or is ``**``
+    (any depth), or there is none.
+    """
+    parts = pattern.split("/")
+    for index, part in enumerate(parts[:-1]):
+        if _WILDCARD.search(part):
+            if "**" in part:
+                return None
+            return "/".join(parts[:index]), part, "/".join(parts[index + 1:])
+    return None
+
+
+def fanned_out(pattern: str, subfolders: Iterable[str]) -> List[str]:
+    """``pattern`` once per subfolder its wildcard folder component matches (see :func:`fan_out_point`):
+    together they match exactly the files ``pattern`` matches. A component's ``*`` matches within one
+    name, as in Beam's glob."""
+    before, component, rest = fan_out_point(pattern)
+    prefix = f"{before}/" if before else ""
+    return [f"{prefix}{name}/{rest}" for name in sorted(subfolders) if fnmatch.fnmatchcase(name, component)]

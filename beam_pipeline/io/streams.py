@@ -60,6 +60,11 @@ def _s3io(path: str):
     return cached[1]
 
 
+def s3_client(path: str):
+    """This thread's boto3 S3 client, with the options Beam's S3 filesystem uses for ``path``."""
+    return _s3io(path).client.client
+
+
 def open_for_read(path: str):
     """A binary read handle on ``path`` (local, gs://, s3://, any Beam filesystem), uncompressed."""
     if path.startswith(S3_SCHEME):
@@ -145,7 +150,7 @@ def create_empty(path: str) -> None:
         return
     from apache_beam.io.aws.s3io import parse_s3_path
     bucket, key = parse_s3_path(path)
-    _s3io(path).client.client.put_object(Bucket=bucket, Key=key, Body=b"")
+    s3_client(path).put_object(Bucket=bucket, Key=key, Body=b"")
 
 
 class _OpenAtFirstWrite:

@@ -11,7 +11,6 @@ import dataclasses
 import importlib.metadata
 import os
 import platform
-import posixpath
 from typing import List, Optional, Tuple
 
 from apache_beam.io.filesystems import FileSystems
@@ -25,7 +24,6 @@ from beam_pipeline.core.selection import SplitSpec, parse_split
 from beam_pipeline.io import folders, listing
 from beam_pipeline.launcher.config import CorpusConfig, to_config
 from beam_pipeline.launcher.options import CorpusOptions, CorpusOptionsError, check_known_options
-from beam_pipeline.stages.pairs import CLASS_FOLDER_GLOB
 from beam_pipeline.stages.specs import CLASS_FOLDERS, LISTING
 
 DEFAULT_HASH_SPLIT = "train=0.8,val=0.1,test=0.1"
@@ -107,8 +105,7 @@ def _folder_split_spec(config: CorpusConfig) -> Tuple[CorpusConfig, SplitSpec]:
         if spec.mode == "folder":
             raise CorpusOptionsError("--split folder is not available for class folders (the folder is the class)")
         if not config.class_names:
-            names = sorted({posixpath.dirname(relative)
-                            for relative in folders.relative_matches(root, CLASS_FOLDER_GLOB)} - {""})
+            names = folders.class_folder_names(root)
             if len(names) != config.num_classes:
                 raise CorpusOptionsError(
                     f"found {len(names)} class folders in {root} but --num_classes is {config.num_classes}; "

@@ -92,6 +92,30 @@ class JoinOnMaskPathFn(counters.CountingDoFn):
             yield self._discovered.tagged(item)
 
 
+class FanOutFn(beam.DoFn):
+    """Source -> the Sources it fans out to (pairs.fan_out: one per subfolder of a wildcard folder)."""
+
+    def __init__(self, spec: DiscoverSpec):
+        self._spec = spec
+
+    def process(self, source: pairs.Source):
+        yield from pairs.fan_out(self._spec, source)
+
+
+class _FanOut(beam.PTransform):
+    """Source -> the Sources it fans out to, spread over the workers."""
+
+    def __init__(self, spec: DiscoverSpec):
+        super().__init__()
+        self._spec = spec
+
+    def expand(self, sources):
+        return (sources
+                | "ListSubfolders" >> beam.ParDo(FanOutFn(self._spec))
+                # Source, one per subfolder a wildcard folder matches
+                | "SpreadFolders" >> beam.Reshuffle())
+
+
 class ReadCorpus(beam.PTransform):
     """Discover pairs: ``pairs, rejected = pipeline | ReadCorpus(DiscoverSpec(input, ...))``."""
 
@@ -113,15 +137,20 @@ class ReadCorpus(beam.PTransform):
             outputs = (pbegin
                        | "ListSources" >> beam.Create(list(sources))
                        # Source (the class-folder glob)
+                       | "FanOutFolders" >> _FanOut(spec)
+                       # Source per class folder, spread over the workers
                        | "Discover" >> beam.ParDo(DiscoverFn(spec)).with_outputs(REJECTED_TAG, main="pairs"))
                        # PairRef | rejected Outcome
             return outputs.pairs, outputs[REJECTED_TAG]
         images = (pbegin
                   | "ListImageGlobs" >> beam.Create([s for s in sources if s.kind == pairs.IMAGES])
+                  | "FanOutImageFolders" >> _FanOut(spec)
+                  # Source per image glob, or per subfolder of a glob with a wildcard folder
                   | "MatchImages" >> beam.ParDo(DiscoverFn(spec)))
                   # (mask path, image path), relative to the root
         masks = (pbegin
                  | "ListMaskGlob" >> beam.Create([s for s in sources if s.kind == pairs.MASKS])
+                 | "FanOutMaskFolders" >> _FanOut(spec)
                  | "MatchMasks" >> beam.ParDo(DiscoverFn(spec)))
                  # (mask path, mask path)
         outputs = ({"images": images, "masks": masks}

@@ -8,7 +8,7 @@ through Beam's filesystems, so local paths, gs:// and s3:// work alike.
 
 import dataclasses
 import hashlib
-from typing import Iterable, Iterator, Optional, Tuple, Union
+from typing import Iterable, Iterator, List, Optional, Tuple, Union
 
 from beam_pipeline.core import paths, reasons, selection
 from beam_pipeline.core.checks import Rejection
@@ -46,6 +46,19 @@ def sources(spec: DiscoverSpec) -> Tuple[Source, ...]:
         return (Source(CLASS_FOLDERS, CLASS_FOLDER_GLOB),)
     return (tuple(Source(IMAGES, pattern) for pattern in spec.image_globs)
             + (Source(MASKS, paths.template_glob(spec.mask_template)),))
+
+
+def fan_out(spec: DiscoverSpec, source: Source) -> List[Source]:
+    """A glob with a wildcard folder as one Source per subfolder it matches (listed here, one delimited
+    listing), so that the folders are matched apart, on every worker; a listing file, or a glob whose
+    first wildcard is in the file name, as it is."""
+    point = paths.fan_out_point(source.pattern) if source.kind != LISTING else None
+    if point is None:
+        return [source]
+    names = folders.subfolders(paths.join(spec.root, point[0]) if point[0] else spec.root)
+    if names is None:
+        return [source]
+    return [Source(source.kind, pattern) for pattern in paths.fanned_out(source.pattern, names)]
 
 
 def joins_on_mask_path(spec: DiscoverSpec) -> bool:

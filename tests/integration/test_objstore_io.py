@@ -17,6 +17,7 @@ from beam_pipeline.core import reasons
 from beam_pipeline.core.checks import Rejection
 from beam_pipeline.io import folders, streams
 from beam_pipeline.stages import pairs
+from beam_pipeline.stages.specs import CLASS_FOLDERS, DiscoverSpec
 from objstore_fixtures import CORPUS_BUCKET, GCS_PAGE_SIZE, unique_bucket
 from tools.objstore.stores import apply_env
 
@@ -155,6 +156,30 @@ def test_listing_follows_every_page(request, monkeypatch, store_name, objects):
     assert len(list(folders.match_files(store.url(bucket, "set/images/**")))) == objects
     pages = -(-objects // (1000 if store_name == "s3" else GCS_PAGE_SIZE))
     assert proxy.counts()["LIST"] == 2 * pages
+    FileSystems.set_options(None)
+
+
+@pytest.mark.parametrize("store_name", ["s3", "gcs"])
+def test_subfolders_and_class_folders_by_a_delimited_listing(request, monkeypatch, store_name):
+    """A folder on an object store is a prefix: the folders below one come from one delimited listing
+    (every page of it: more folders than a GCS emulator page), and a fanned-out glob matches what the
+    whole glob matches."""
+    store = request.getfixturevalue(f"{store_name}_store")
+    bucket = unique_bucket("folders")
+    store.make_bucket(bucket)
+    classes = [f"class{i:02d}" for i in range(GCS_PAGE_SIZE + 3)]
+    names = [f"set/{name}/{i}.jpg" for name in classes for i in range(2)] + ["set/top.jpg", "set/a/b/deep.jpg"]
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda name: store.put(bucket, name, b"x"), names))
+    use_store(store, monkeypatch)
+    root = store.url(bucket, "set")
+    assert folders.subfolders(root) == sorted(classes + ["a"])
+    assert folders.class_folder_names(root) == classes              # "a" holds no file directly
+    spec = DiscoverSpec(root, input_format=CLASS_FOLDERS, task="classification")
+    fanned = pairs.fan_out(spec, pairs.Source(CLASS_FOLDERS, "*/*"))
+    assert len(fanned) == len(classes) + 1
+    assert sorted(f for source in fanned for f in folders.relative_matches(root, source.pattern)) == \
+        sorted(folders.relative_matches(root, "*/*"))
     FileSystems.set_options(None)
 
 

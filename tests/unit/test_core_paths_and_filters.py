@@ -114,3 +114,21 @@ def test_sampling_is_deterministic_and_close_to_fraction():
     assert 300 <= len(kept) <= 500
     assert kept == [key for key in keys if keep_in_sample(key, 0.02)]
     assert all(keep_in_sample(key, 1.0) for key in keys[:100])
+
+
+@pytest.mark.parametrize("pattern, point", [
+    ("images/*/*.png", ("images", "*", "*.png")),
+    ("*/*", ("", "*", "*")),
+    ("data/cam?/2024/*.jpg", ("data", "cam?", "2024/*.jpg")),
+    ("images/*.png", None),                      # the wildcard is in the file name: one flat folder
+    ("images/**/*.png", None),                   # any depth: matched whole
+    ("a/b/c.png", None),
+])
+def test_where_a_glob_fans_out(pattern, point):
+    assert paths.fan_out_point(pattern) == point
+
+
+def test_a_fanned_out_glob_names_each_matching_subfolder():
+    assert paths.fanned_out("images/cam*/*.png", ["camB", "camA", "other", ".camC"]) == \
+        ["images/camA/*.png", "images/camB/*.png"]
+    assert paths.fanned_out("*/*", ["b", "a"]) == ["a/*", "b/*"]
