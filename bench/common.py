@@ -19,6 +19,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Optional, Sequence
@@ -199,6 +200,49 @@ def process_tree(root_pid: int) -> dict[str, tuple[int, float, int]]:
         tree |= children
         grew = bool(children)
     return {pid: stats[pid] for pid in tree if pid in stats}
+
+
+def process_role(pid: str, root_pid: int) -> str:
+    """``launcher`` (the process run), ``sdk_worker`` (Beam's SDK worker processes), or ``other``."""
+    if pid == str(root_pid):
+        return "launcher"
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return "other"
+    return "sdk_worker" if "sdk_worker_main" in command else "other"
+
+
+class ProcessPeaks(threading.Thread):
+    """The peak RSS of every process of a tree, sampled from /proc every ``seconds``, with its role."""
+
+    def __init__(self, pid: int, seconds: float = 0.25):
+        super().__init__(daemon=True)
+        self._pid = pid
+        self._seconds = seconds
+        self._stop_event = threading.Event()
+        self._page = os.sysconf("SC_PAGE_SIZE")
+        self.peaks: dict[str, int] = {}           # pid -> peak RSS bytes
+        self.roles: dict[str, str] = {}           # pid -> process_role
+
+    def run(self) -> None:
+        while not self._stop_event.is_set():
+            for pid, (_, _, pages) in process_tree(self._pid).items():
+                if pid not in self.roles:
+                    self.roles[pid] = process_role(pid, self._pid)
+                self.peaks[pid] = max(self.peaks.get(pid, 0), pages * self._page)
+            self._stop_event.wait(self._seconds)
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        self.join()
+
+    def by_role(self) -> dict[str, list[int]]:
+        """``{role: [peak RSS bytes of each process of that role]}``, largest first."""
+        roles: dict[str, list[int]] = {}
+        for pid, peak in self.peaks.items():
+            roles.setdefault(self.roles[pid], []).append(peak)
+        return {role: sorted(peaks, reverse=True) for role, peaks in roles.items()}
 
 
 def spread(values: Sequence[float], fmt: str = "{:.2f}", form: str = "{median} ({min}..{max})") -> str:

@@ -90,18 +90,17 @@ def write_copies(listing: str, out: str, pairs: int, workers: int = 0) -> List[T
     return [row for round_rows in done for row in round_rows]
 
 
-def write_listing(out: str, rows: Sequence[Tuple[str, str]], filler_rows: int, kind: str) -> str:
-    """The listing of ``rows`` (source ``real``) and ``filler_rows`` rows of missing files (source ``other``)."""
+def write_listing(path: str, rows: Sequence[Tuple[str, str]], filler_rows: int) -> str:
+    """The listing at ``path`` (.csv or .parquet) of ``rows`` (source ``real``) and ``filler_rows`` rows of
+    missing files (source ``other``)."""
     images = [image for image, _ in rows] + [f"images/filler/{i:09d}.png" for i in range(filler_rows)]
     masks = [mask for _, mask in rows] + [f"masks/filler/{i:09d}.png" for i in range(filler_rows)]
     sources = ["real"] * len(rows) + ["other"] * filler_rows
-    if kind == "parquet":
+    if path.endswith(".parquet"):
         import pyarrow as pa
         import pyarrow.parquet as pq
-        path = os.path.join(out, "listing.parquet")
         pq.write_table(pa.table({"image": images, "mask": masks, "source": sources}), path)
         return path
-    path = os.path.join(out, "listing.csv")
     with open(path, "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
         writer.writerow(["image", "mask", "source"])
@@ -120,7 +119,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--workers", type=int, default=0, help="threads writing copies (default: one per core)")
     args = parser.parse_args(argv)
     rows = write_copies(args.listing, args.out, args.pairs, args.workers)
-    path = write_listing(args.out, rows, args.filler_rows, args.format)
+    path = write_listing(os.path.join(args.out, f"listing.{args.format}"), rows, args.filler_rows)
     print(f"{path}: {len(rows):,} pairs and {args.filler_rows:,} filler rows; select with --filter \"{FILTER}\"")
     return 0
 

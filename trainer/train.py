@@ -5,6 +5,7 @@ import json
 import logging
 import math
 import os
+import time
 from typing import Dict, List, Tuple
 
 import keras
@@ -183,6 +184,7 @@ def train(config: TrainConfig) -> dict:
     ``--job_dir``, the other workers to ``job_dir/workertemp_<id>`` (their backup for resuming and
     checkpoints; their export is deleted).
     """
+    started = time.monotonic()
     keras.utils.set_random_seed(config.seed)
     artifacts = load_artifacts(config.data)
     task = artifacts.task if config.task == "auto" else config.task
@@ -227,7 +229,7 @@ def train(config: TrainConfig) -> dict:
     ]
     if validation is not None:
         callbacks.insert(0, validation)      # Before the others: they log the val_* values it adds.
-    callbacks.insert(0, StopOnDamagedFile(verifier))
+    callbacks.insert(0, StopOnDamagedFile(verifier, started))
     if config.bn_recalibration_batches:      # First: validation and checkpoints see the re-estimated statistics.
         callbacks.insert(0, RecalibrateBatchNorm(train_data, strategy, config.bn_recalibration_batches))
     _LOG.info("%d epoch(s) of %d steps of %d examples (%s); validation: %s", config.epochs, steps_per_epoch,

@@ -168,13 +168,20 @@ class BackgroundVerifier(threading.Thread):
 
 
 class StopOnDamagedFile(keras.callbacks.Callback):
-    """Stops training at the step after the background check finds a damaged file, with its one line."""
+    """Stops training at the step after the background check finds a damaged file, with its one line;
+    logs when the first step is done, counted from ``started`` (the trainer's start)."""
 
-    def __init__(self, verifier: BackgroundVerifier):
+    def __init__(self, verifier: BackgroundVerifier, started: float, clock: Callable[[], float] = time.monotonic):
         super().__init__()
         self._verifier = verifier
+        self._started = started
+        self._clock = clock
+        self._first = True
 
     def on_train_batch_end(self, batch, logs=None):
+        if self._first:
+            self._first = False
+            _LOG.info("first step done %.1f s after the trainer started", self._clock() - self._started)
         self._verifier.raise_if_damaged()
 
 

@@ -110,15 +110,14 @@ def pair_example(pair, image: bytes, mask: bytes = b"") -> bytes:
 def pair_record(pair, image: bytes, mask: bytes = b"") -> Union[bytes, Rejection]:
     """The serialized example of a ValidPair from its source files' bytes.
 
-    An image or mask that validation converted is stored as the bytes the pair
-    carries (ValidPair.image_stored, mask_stored), or when it carries none, converted
-    again the same way (checks.stored_image, stored_mask: decoding only, no checks
-    and no sums); the others are stored as read.
+    An image or mask that validation converted is converted again the same way
+    (checks.stored_image, stored_mask: decoding only, no checks and no sums); the
+    others are stored as read.
     """
     if pair.image_converted:
-        image = pair.image_stored or stored_image(image)
+        image = stored_image(image)
     if pair.mask_converted:
-        mask = pair.mask_stored or stored_mask(mask)
+        mask = stored_mask(mask)
     for stored in (image, mask):
         if isinstance(stored, Rejection):
             return stored

@@ -56,7 +56,6 @@ class PairSample:
     pair_bytes: int             # Bytes of the shuffled ValidPair (0 when rejected).
     cpu_seconds: float          # CPU time of the pipeline's per-pair work, measured.
     present_classes: tuple = ()
-    carried_files: int = 0      # Files the writer does not open again (their converted bytes travel along).
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -110,25 +109,23 @@ def estimate(*, discovered: int, selected_by_split: Mapping[str, int], samples: 
         "shuffle_bytes": round(shuffle),
         "worker_memory_per_core_bytes": round(memory_per_core),
         "cpu_seconds_per_pair": cpu_per_pair,
-        "carried_files_per_record": _mean([s.carried_files for s in valid]),
         "vcpu_hours": selected * cpu_per_pair * PIPELINE_OVERHEAD / 3600.0,
     }
 
 
 def object_store_requests(*, files_per_pair: int, validated_pairs: int, written_records: int,
                           listed_objects: int, shard_sizes: Sequence[int], input_bytes: int,
-                          output_scheme: str = "gs://", carried_files_per_record: float = 0.0) -> dict:
+                          output_scheme: str = "gs://") -> dict:
     """The requests a run makes when its input and output are on an object store.
 
     Every validated pair's files are opened once by validation, and every written record's files once
-    more by the writer, which re-reads and verifies them (repeat-factor copies included), except the
-    ``carried_files_per_record`` (on average) whose converted bytes travel with the record: REQUESTS_PER_OPEN
-    GETs each. A folder input is listed a page of LIST_PAGE_OBJECTS objects at a time (a listing file
+    more by the writer, which re-reads and verifies them (repeat-factor copies included):
+    REQUESTS_PER_OPEN GETs each. A folder input is listed a page of LIST_PAGE_OBJECTS objects at a time (a listing file
     input lists nothing). Each shard is uploaded in chunks and moved into place. ``per_tb`` divides by
     the terabytes of input read.
     """
     validation = validated_pairs * files_per_pair * REQUESTS_PER_OPEN
-    reread = round(written_records * (files_per_pair - carried_files_per_record) * REQUESTS_PER_OPEN)
+    reread = written_records * files_per_pair * REQUESTS_PER_OPEN
     pages = math.ceil(listed_objects / LIST_PAGE_OBJECTS)
     chunk = UPLOAD_CHUNK_BYTES.get(output_scheme, UPLOAD_CHUNK_BYTES["gs://"])
     fixed = UPLOAD_FIXED_REQUESTS.get(output_scheme, UPLOAD_FIXED_REQUESTS["gs://"])

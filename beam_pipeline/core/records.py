@@ -17,9 +17,6 @@ REJECTED = "rejected"        # the input is bad (a reason code from reasons.py)
 FILTERED = "filtered"        # left out by the user's own selection
 DUPLICATE = "duplicate"      # valid, but its content is written under another key
 VALID = "valid"              # (--plan samples only) the pair would be written
-# A converted file's bytes travel with its ValidPair up to this size (shuffled with it), so that a
-# palette mask is PNG-encoded once; bigger ones (converted images) are converted again by the writer.
-CARRIED_MAX_BYTES = 32 * 1024
 
 
 def pack(record) -> bytes:
@@ -100,15 +97,14 @@ class Outcome(_CompactPickle):
 
 @dataclasses.dataclass(frozen=True)
 class ValidPair(_CompactPickle):
-    """A validated pair: everything the writer and the statistics need, and no pixels but small converted files.
+    """A validated pair: everything the writer and the statistics need, and no pixels.
 
     ``class_pixels[c]`` is the number of mask pixels of class ``c``;
     ``ignore_pixels`` those equal to the ignore label. For classification the
     mask fields are empty and ``label`` is the class id.
-    ``image_stored``/``mask_stored`` hold the bytes validation converted a file to when
-    they are at most CARRIED_MAX_BYTES (a palette mask: a few KB), so the writer
-    neither reads that file again nor encodes it a second time; otherwise they are
-    empty and the writer converts the file again from its source.
+    A file that validation converted (to RGB PNG, or 8-bit grey PNG) is converted
+    again by the writer from its source, which it reads anyway: no file's bytes
+    cross a shuffle, only this metadata.
     """
     ref: PairRef
     height: int
@@ -130,8 +126,6 @@ class ValidPair(_CompactPickle):
     copy: int = 0                         # Repeat-factor copy index; 0 is the original.
     stratum: int = -1                     # --balance strata: the image's rarest class; -1 otherwise.
     repeat_factor: float = 1.0            # The image's repeat factor (train split, when balancing).
-    image_stored: bytes = b""             # The converted image's bytes, if at most CARRIED_MAX_BYTES.
-    mask_stored: bytes = b""              # The converted mask's bytes, if at most CARRIED_MAX_BYTES.
 
     @property
     def shard_group(self) -> str:
@@ -159,11 +153,6 @@ class ValidPair(_CompactPickle):
         """Close to the serialized record size; used to size shards by bytes."""
         return (self.image_stored_bytes + self.mask_stored_bytes + 160 + 10 * len(self.class_pixels)
                 + 2 * len(self.point_yx) + 2 * len(self.ref.source_id))
-
-
-def carried(stored: Optional[bytes]) -> bytes:
-    """What a ValidPair carries of a file validation converted to ``stored``: the bytes if small enough, else b""."""
-    return stored if stored is not None and len(stored) <= CARRIED_MAX_BYTES else b""
 
 
 @dataclasses.dataclass(frozen=True)

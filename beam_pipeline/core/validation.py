@@ -6,7 +6,7 @@ from beam_pipeline.core import checks, masks
 from beam_pipeline.core.points import flatten_points, sample_points
 from beam_pipeline.core.checks import Limits, Rejection
 from beam_pipeline.core.hashing import sha256_hex
-from beam_pipeline.core.records import PairRef, ValidPair, carried
+from beam_pipeline.core.records import PairRef, ValidPair
 
 
 def validate_segmentation(ref: PairRef, image_bytes: bytes, mask_bytes: bytes, limits: Limits,
@@ -34,8 +34,7 @@ def validate_segmentation(ref: PairRef, image_bytes: bytes, mask_bytes: bytes, l
         mask_converted=mask.stored is not None,
         class_pixels=mask.class_pixels, ignore_pixels=mask.ignore_pixels,
         channel_sum=image.channel_sum, channel_sum_squares=image.channel_sum_squares,
-        point_classes=point_classes, point_yx=point_yx,
-        image_stored=carried(image.stored), mask_stored=carried(mask.stored))
+        point_classes=point_classes, point_yx=point_yx)
 
 
 def validate_classification(ref: PairRef, image_bytes: bytes, limits: Limits,
@@ -51,7 +50,6 @@ def validate_classification(ref: PairRef, image_bytes: bytes, limits: Limits,
         image_sha256=sha256_hex(image_bytes),
         image_stored_bytes=len(image.stored) if image.stored is not None else len(image_bytes),
         image_converted=image.stored is not None, label=label,
-        channel_sum=image.channel_sum, channel_sum_squares=image.channel_sum_squares,
-        image_stored=carried(image.stored))
+        channel_sum=image.channel_sum, channel_sum_squares=image.channel_sum_squares)
 
 

@@ -64,7 +64,7 @@ def _measure(packed_ref: bytes, spec: CheckSpec) -> PairSample:
     framed = frame_record(record)
     return PairSample(ref.split, VALID, "", result.image_stored_bytes + result.mask_stored_bytes,
                       len(framed), ref_bytes, len(pack(result)), time.process_time() - started,
-                      result.present_classes, bool(result.image_stored) + bool(result.mask_stored))
+                      result.present_classes)
 
 
 def _select(config: CorpusConfig, split_spec: SplitSpec, sample_size: int):
@@ -124,8 +124,7 @@ def _requests(config: CorpusConfig, plan: dict) -> dict:
         files_per_pair=1 if config.task == "classification" else 2, validated_pairs=plan["selected"],
         written_records=sum(entry["records"] for entry in plan["splits"].values()), listed_objects=listed,
         shard_sizes=[entry["shard_bytes"] for entry in plan["splits"].values() for _ in range(entry["shards"])],
-        input_bytes=plan["input_bytes"], output_scheme=model,
-        carried_files_per_record=plan["carried_files_per_record"])
+        input_bytes=plan["input_bytes"], output_scheme=model)
     local = not (split_scheme(config.input)[0] in UPLOAD_CHUNK_BYTES and output_scheme in UPLOAD_CHUNK_BYTES)
     return dict(requests, model=model, local=local)
 

@@ -205,16 +205,13 @@ def check(ref: PairRef, spec: CheckSpec) -> Tuple[Union[ValidPair, Rejection], i
 def record(pair: ValidPair, spec: CheckSpec) -> Union[bytes, Rejection]:
     """The serialized example: both files read again and checked against their digests.
 
-    Files that validation converted (to RGB PNG, or 8-bit grey PNG) are stored as
-    the bytes the pair carries, without reading them again; when it carries none
-    (too big to shuffle), they are converted again without running the checks
-    (core.example.pair_record).
+    Files that validation converted (to RGB PNG, or 8-bit grey PNG) are converted
+    again, without running the checks (core.example.pair_record).
     """
-    # A carried file is not read: pair_record stores the bytes the pair carries.
-    image = pair.image_stored or _read_verified(pair.ref.image, pair.image_sha256, "image", spec.max_file_bytes)
+    image = _read_verified(pair.ref.image, pair.image_sha256, "image", spec.max_file_bytes)
     if isinstance(image, Rejection) or spec.task == "classification":
         return image if isinstance(image, Rejection) else pair_record(pair, image)
-    mask = pair.mask_stored or _read_verified(pair.ref.mask, pair.mask_sha256, "mask", spec.max_file_bytes)
+    mask = _read_verified(pair.ref.mask, pair.mask_sha256, "mask", spec.max_file_bytes)
     return mask if isinstance(mask, Rejection) else pair_record(pair, image, mask)
 
 

@@ -73,13 +73,6 @@ def test_object_store_requests_by_hand():
     assert requests["per_tb"] == {"gets": 16800, "list_pages": 6, "uploads": 34}   # 0.5 TB read
 
 
-def test_the_writer_does_not_reopen_the_files_a_record_carries():
-    # A quarter of the records carry their converted mask: 1,000 records x 1.75 files x 2 requests.
-    requests = object_store_requests(files_per_pair=2, validated_pairs=1000, written_records=1000, listed_objects=0,
-                                     shard_sizes=[], input_bytes=1, carried_files_per_record=0.25)
-    assert (requests["validation_gets"], requests["reread_gets"]) == (4000, 3500)
-
-
 def test_object_store_uploads_on_s3_and_nothing_read():
     requests = object_store_requests(files_per_pair=1, validated_pairs=0, written_records=0, listed_objects=0,
                                      shard_sizes=[128 * MiB, 20 * MiB, 1_000_000], input_bytes=0,

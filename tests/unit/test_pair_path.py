@@ -38,8 +38,9 @@ def listing(tmp_path):
 
 
 # Image and mask are opened through the file-access layer at check, and again at record (digests compared),
-# except files that validation converted to a few KB: their bytes travel with the pair (ValidPair.*_stored).
-@pytest.mark.parametrize("row,reads", [(0, ["check", "check", "record", "record"]), (1, ["check", "check"])],
+# converted files too: no file's bytes cross a shuffle.
+@pytest.mark.parametrize("row,reads", [(0, ["check", "check", "record", "record"]),
+                                       (1, ["check", "check", "record", "record"])],
                          ids=["stored_as_read", "converted"])
 def test_one_pairs_path_has_at_most_five_files_and_no_revisit(listing, row, reads):
     result = trace_pair(listing, num_classes=3, row=row)

@@ -9,7 +9,7 @@ from PIL import Image
 
 from beam_pipeline.core import features, reasons
 from beam_pipeline.core.checks import Limits, Rejection
-from beam_pipeline.core.records import CARRIED_MAX_BYTES, PairRef, ValidPair
+from beam_pipeline.core.records import PairRef, ValidPair
 from beam_pipeline.stages import pairs
 from beam_pipeline.stages.specs import CheckSpec
 
@@ -50,22 +50,25 @@ def _validated(tmp_path, image: Image.Image, mask: Image.Image) -> ValidPair:
     return pair
 
 
-def test_a_palette_mask_is_encoded_once_and_written_without_reading_it_again(tmp_path):
+def test_a_palette_mask_is_converted_again_from_its_source_by_the_writer(tmp_path):
+    """No file's bytes cross a shuffle: the writer reads the palette mask again and stores its class ids."""
     pair = _validated(tmp_path, Image.fromarray(_noise((60, 80, 3), 1)), _palette_mask(60, 80))
-    assert pair.mask_converted and 0 < len(pair.mask_stored) <= CARRIED_MAX_BYTES
-    (tmp_path / "a_mask.png").unlink()             # the writer does not need the source mask any more
+    assert pair.mask_converted
     serialized = pairs.record(pair, SPEC)
     assert isinstance(serialized, bytes)
     stored = _stored(serialized, features.MASK_ENCODED)
-    assert stored == pair.mask_stored
+    assert len(stored) == pair.mask_stored_bytes                  # what validation converted it to
     assert np.array_equal(np.asarray(Image.open(io.BytesIO(stored))), _mask_indices(60, 80))
     assert np.array_equal(tf.io.decode_png(stored, channels=1).numpy()[..., 0], _mask_indices(60, 80))
+    (tmp_path / "a_mask.png").unlink()
+    gone = pairs.record(pair, SPEC)
+    assert isinstance(gone, Rejection) and gone.reason == reasons.CHANGED_SINCE_VALIDATION
 
 
 def test_files_stored_as_read_are_read_again_and_checked(tmp_path):
     image = Image.fromarray(_noise((60, 80, 3), 2))
     pair = _validated(tmp_path, image, Image.fromarray(_mask_indices(60, 80), mode="L"))
-    assert not pair.mask_converted and pair.mask_stored == b"" and pair.image_stored == b""
+    assert not pair.mask_converted and not pair.image_converted
     serialized = pairs.record(pair, SPEC)
     assert _stored(serialized, features.IMAGE_ENCODED) == (tmp_path / "a.png").read_bytes()
     assert _stored(serialized, features.MASK_ENCODED) == (tmp_path / "a_mask.png").read_bytes()
@@ -75,18 +78,14 @@ def test_files_stored_as_read_are_read_again_and_checked(tmp_path):
 
 
 @pytest.mark.parametrize("side", [60, 200])
-def test_a_converted_image_is_carried_only_when_small(tmp_path, side):
+def test_a_converted_image_is_converted_again_from_its_source(tmp_path, side):
     grey = Image.fromarray(_noise((side, side), 4), mode="L")          # stored as RGB PNG: 3 noisy channels
     pair = _validated(tmp_path, grey, Image.fromarray(_mask_indices(side, side), mode="L"))
     assert pair.image_converted
-    small = pair.image_stored_bytes <= CARRIED_MAX_BYTES
-    assert small == (side == 60) and bool(pair.image_stored) == small
     expected = np.repeat(np.asarray(grey)[:, :, None], 3, axis=2)
     stored = _stored(pairs.record(pair, SPEC), features.IMAGE_ENCODED)
+    assert len(stored) == pair.image_stored_bytes
     assert np.array_equal(tf.io.decode_png(stored, channels=3).numpy(), expected)
     (tmp_path / "a.png").unlink()
     after = pairs.record(pair, SPEC)
-    if small:
-        assert _stored(after, features.IMAGE_ENCODED) == stored
-    else:                                           # too big to carry: converted again from the (missing) source
-        assert isinstance(after, Rejection) and after.reason == reasons.CHANGED_SINCE_VALIDATION
+    assert isinstance(after, Rejection) and after.reason == reasons.CHANGED_SINCE_VALIDATION
