@@ -35,6 +35,21 @@ def entry(data: bytes) -> dict:
     return {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
 
 
+class StreamDigest:
+    """The table entry of bytes handed over a chunk at a time."""
+
+    def __init__(self):
+        self._digest = hashlib.sha256()
+        self._size = 0
+
+    def update(self, chunk: bytes) -> None:
+        self._digest.update(chunk)
+        self._size += len(chunk)
+
+    def entry(self) -> dict:
+        return {"bytes": self._size, "sha256": self._digest.hexdigest()}
+
+
 def stream_entry(chunks: Iterable[bytes]) -> dict:
     """The table entry of a file read in chunks (never whole in memory)."""
     digest = hashlib.sha256()

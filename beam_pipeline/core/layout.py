@@ -26,7 +26,7 @@ RUNS_DIR = "runs"                           # one folder per version: runs/<run_
 STATS = "stats.json"
 TRANSFORM_DIR = "transform"                 # tf.Transform: transform_fn/, transformed_metadata/, metadata/
 RAW_METADATA_DIR = "metadata"               # inside TRANSFORM_DIR: the raw feature schema
-REJECTS_PREFIX = "rejects/rejects"          # + -SSSSS-of-NNNNN.jsonl
+REJECTS_PREFIX = "rejects/rejects"          # + -00000-of-00001.jsonl
 CLASS_INDEX_PREFIX = "class_index/class_index"
 REPORT = "report.html"                      # the dataset report (beam_pipeline/report), written at publish
 STATISTICS_DIR = "stats"                    # stats/<split>.tfrecord: the TFDV statistics, written at publish
@@ -70,6 +70,12 @@ def transform_dir(data_dir: str) -> str:
 
 def temp_dir(data_dir: str) -> str:
     return paths.join(data_dir, TEMP_DIR)
+
+
+def parts_dir(data_dir: str, kind: str) -> str:
+    """Where the job writes the parts of a JSON-lines output (``rejects``, ``class_index``) before
+    PublishOutputs joins them into the one file the manifest lists; removed with the temporary files."""
+    return paths.join(paths.join(temp_dir(data_dir), "parts"), kind)
 
 
 def is_working_file(relative: str) -> bool:

@@ -8,7 +8,8 @@ checked against the digest taken at validation).
 import dataclasses
 import json
 import pickle
-from typing import Optional, Tuple
+import struct
+from typing import Iterator, Optional, Tuple
 
 Metadata = Tuple[Tuple[str, object], ...]
 
@@ -32,6 +33,24 @@ def pack(record) -> bytes:
 
 def unpack(data: bytes):
     return pickle.loads(data)
+
+
+def frame_packed(data: bytes) -> bytes:
+    """``data`` with its length in front, to write one packed record after another into a file."""
+    return struct.pack("<I", len(data)) + data
+
+
+def read_framed(handle) -> Iterator[bytes]:
+    """The records :func:`frame_packed` wrote to ``handle``, one at a time; raises on a cut-off file."""
+    while True:
+        header = handle.read(4)
+        if not header:
+            return
+        (length,) = struct.unpack("<I", header)
+        data = handle.read(length)
+        if len(header) < 4 or len(data) < length:
+            raise IOError(f"a record file ends inside a record ({len(data)} of {length} bytes)")
+        yield data
 
 
 class _CompactPickle:

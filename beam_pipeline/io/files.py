@@ -28,6 +28,25 @@ def write_bytes(path: str, data: bytes) -> dict:
     return digests.entry(data)
 
 
+def join_parts(parts, target: str) -> dict:
+    """Write the files ``parts`` one after the other into ``target`` (empty when there are none), read
+    and written in chunks; returns ``target``'s ``files`` entry. An OSError names the file."""
+    from beam_pipeline.io import streams
+    digest_of = digests.StreamDigest()
+    try:
+        handle = streams.create_for_write(target, compression_type="uncompressed")
+        try:
+            for part in parts:
+                for chunk in _chunks(part):
+                    handle.write(chunk)
+                    digest_of.update(chunk)
+        finally:
+            handle.close()
+    except OSError as error:
+        raise write_failed(target, error) from error
+    return digest_of.entry()
+
+
 def json_bytes(value) -> bytes:
     return json.dumps(value, indent=2).encode("utf-8") + b"\n"
 

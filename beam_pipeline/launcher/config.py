@@ -51,6 +51,7 @@ class CorpusConfig:
     allow_local_paths: bool = False
     max_reject_fraction: float = DEFAULT_MAX_REJECT_FRACTION
     keep_versions: int = 1                  # earlier versions kept after a commit, for readers mid-epoch
+    shuffle: str = "auto"                   # auto | beam | files (stages/shuffle.py; launch.shuffle_spec)
 
     @property
     def num_classes(self) -> int:
@@ -199,6 +200,7 @@ def to_config(opts: PipelineOptions) -> CorpusConfig:
         allow_local_paths=o.allow_local_paths,
         max_reject_fraction=o.max_reject_fraction,
         keep_versions=o.keep_versions,
+        shuffle=o.shuffle,
     )
 
 

@@ -11,6 +11,7 @@ import dataclasses
 import importlib.metadata
 import os
 import platform
+import posixpath
 from typing import List, Optional, Tuple
 
 from apache_beam.io.filesystems import FileSystems
@@ -24,7 +25,7 @@ from beam_pipeline.core.selection import SplitSpec, parse_split
 from beam_pipeline.io import folders, listing
 from beam_pipeline.launcher.config import CorpusConfig, to_config
 from beam_pipeline.launcher.options import CorpusOptions, CorpusOptionsError, check_known_options
-from beam_pipeline.stages.specs import CLASS_FOLDERS, LISTING
+from beam_pipeline.stages.specs import CLASS_FOLDERS, LISTING, ShuffleSpec
 
 DEFAULT_HASH_SPLIT = "train=0.8,val=0.1,test=0.1"
 VERSIONED_PACKAGES = ("apache-beam", "pillow", "numpy", "pyarrow", "protobuf", "tensorflow-transform",
@@ -144,6 +145,23 @@ def check_output(config: CorpusConfig) -> None:
         raise CorpusOptionsError(f"--output {output} is an object (a file), not a folder")
     if FileSystems.exists(paths.join(output, layout.DATASET_MANIFEST)) and not config.overwrite:
         raise CorpusOptionsError(f"{output} already holds a manifest.json; use --overwrite to replace it")
+
+
+def shuffle_spec(options: PipelineOptions, config: CorpusConfig, data_dir: str) -> Tuple[ShuffleSpec, Optional[str]]:
+    """How records cross the shuffles (--shuffle), and a folder this run made for them that the launcher
+    removes after the run (None when there is none to remove: the version folder's own .tmp/ is
+    removed with it)."""
+    use_files = config.shuffle == "files" or (config.shuffle == "auto" and _is_direct(options))
+    if not use_files:
+        return ShuffleSpec(), None
+    if not paths.split_scheme(data_dir)[0]:
+        return ShuffleSpec(folder=paths.join(layout.temp_dir(data_dir), "shuffle")), None
+    temp = options.view_as(GoogleCloudOptions).temp_location
+    if not _is_direct(options) and temp:
+        return ShuffleSpec(folder=paths.join(temp, "shuffle", posixpath.basename(data_dir))), None
+    import tempfile
+    made = tempfile.mkdtemp(prefix="beam_pipeline_shuffle_")
+    return ShuffleSpec(folder=made), made
 
 
 def temp_dir(options: PipelineOptions, data_dir: str) -> str:

@@ -161,6 +161,15 @@ class CorpusOptions(PipelineOptions):
                  "the filters kept) is rejected; the message names the top reasons. Nearly everything rejected "
                  "is the usual sign of a wrong --mask_template or --num_classes, or a broken mount. "
                  f"Default {DEFAULT_MAX_REJECT_FRACTION:g}; 1 turns the gate off.")
+        group.add_argument(
+            "--shuffle", default="auto", choices=("auto", "beam", "files"),
+            help="How the pairs' records cross the pipeline's shuffles. files: through files (in the run's "
+                 "version folder's .tmp/ for a local --output, else in this machine's temporary folder, or "
+                 "under --temp_location on a runner whose workers run elsewhere), so that only their paths "
+                 "pass through the runner: the DirectRunner holds everything that crosses a shuffle in "
+                 "memory, and with files its memory stays flat however many pairs there are. beam: Beam's "
+                 "own shuffles, right where the runner keeps shuffled data on disk (Dataflow, Flink). auto "
+                 "(default): files on the DirectRunner, beam on any other runner. The outputs are the same.")
         output = parser.add_argument_group("console")
         console.add_log_level_arguments(output)
         output.add_argument(

@@ -1,6 +1,7 @@
 """build_pipeline: the wiring, one labelled step per concern; and run(), which launches it."""
 
 import logging
+import shutil
 import time
 from typing import Dict, List, Optional
 
@@ -23,6 +24,7 @@ from beam_pipeline.stages.publish import PublishOutputs, read_result
 from beam_pipeline.stages.select import SelectSubset
 from beam_pipeline.stages.shuffle import SpreadOverWorkers
 from beam_pipeline.stages.validate import DeduplicatePairs, ValidatePairs
+from beam_pipeline.stages.specs import ShuffleSpec
 from beam_pipeline.stages.write import WriteShards
 
 _LOG = logging.getLogger("beam_pipeline.pipeline")    # the name it had before the launcher/ folder
@@ -43,8 +45,9 @@ def _reject_refusals(counts, discovered: int, max_fraction: float):
 
 
 def build_pipeline(p: beam.Pipeline, config: CorpusConfig, split_spec: SplitSpec, options: dict,
-                   versions: dict, temp_dir: str, data_dir: str):
-    """Add every step to ``p``, writing into ``data_dir`` (the run's version folder, core/layout.py).
+                   versions: dict, temp_dir: str, data_dir: str, shuffle: ShuffleSpec = ShuffleSpec()):
+    """Add every step to ``p``, writing into ``data_dir`` (the run's version folder, core/layout.py);
+    records cross the shuffles as ``shuffle`` says (stages/shuffle.py).
 
     Returns the PCollection holding the pending manifest's path (beam_pipeline/stages/publish.py).
     """
@@ -57,11 +60,11 @@ def build_pipeline(p: beam.Pipeline, config: CorpusConfig, split_spec: SplitSpec
     # int: every discovered input
     selected, dropped, filtered = refs | "SelectSubset" >> SelectSubset(config.select_spec(split_spec))
     # PairRef with split | rejected Outcome | ((FILTERED, reason), n): the inputs filtered out, counted
-    spread = selected | "SpreadOverWorkers" >> SpreadOverWorkers()
+    spread = selected | "SpreadOverWorkers" >> SpreadOverWorkers(shuffle)
     # PairRef, redistributed so that validation runs on every worker
     valid, invalid = spread | "ValidatePairs" >> ValidatePairs(config.check_spec())
     # ValidPair | rejected Outcome
-    unique, duplicates = valid | "DeduplicatePairs" >> DeduplicatePairs()
+    unique, duplicates = valid | "DeduplicatePairs" >> DeduplicatePairs(shuffle)
     # ValidPair (one per content) | duplicate Outcome
     early_rejects = ((unpaired, dropped, invalid)
                      | "MergeEarlyOutcomes" >> beam.Flatten()
@@ -82,14 +85,15 @@ def build_pipeline(p: beam.Pipeline, config: CorpusConfig, split_spec: SplitSpec
         stats = p | "NoStats" >> beam.Create([{}])
         transform_written = p | "NoTransformOutput" >> beam.Create([])
     balance = config.balance_spec()
-    balanced, growth = unique | "BalanceTrainSplit" >> BalanceTrainSplit(balance, stats)
+    balanced, growth = unique | "BalanceTrainSplit" >> BalanceTrainSplit(balance, stats, shuffle)
     # ValidPair (train: repeat copies or strata) | float growth of the train split
     growth_refusals = growth | "CheckGrowth" >> beam.FlatMap(_growth_refusals, max_growth=balance.max_growth)
     # Refusal when the growth is above --max_growth
     refusals = (reject_refusals, growth_refusals) | "MergeRefusals" >> beam.Flatten()
     # Refusal of any gate: then no shard is written and nothing is published
-    shards, changed, class_index = balanced | "WriteShards" >> WriteShards(config.write_spec(data_dir), refusals)
-    # ShardInfo | rejected Outcome (changed since validation) | class-index JSON line
+    shards, changed, class_index = balanced | "WriteShards" >> WriteShards(config.write_spec(data_dir), refusals,
+                                                                           shuffle)
+    # ShardInfo | rejected Outcome (changed since validation) | path of a shard's part of the class index
     outcomes = ((unpaired, dropped, invalid, duplicates, changed)
                 | "MergeOutcomes" >> beam.Flatten())
     # Outcome: everything discovered and not written, but the inputs filtered out (counted in ``filtered``)
@@ -100,8 +104,7 @@ def build_pipeline(p: beam.Pipeline, config: CorpusConfig, split_spec: SplitSpec
 
 def step_files(data_dir: str) -> Dict[str, str]:
     """What each step writes, to name the file when a write fails in Beam's or tf.Transform's code."""
-    return {"PublishOutputs/WriteRejects": paths.join(data_dir, layout.REJECTS_PREFIX) + "-*.jsonl",
-            "PublishOutputs/WriteClassIndex": paths.join(data_dir, layout.CLASS_INDEX_PREFIX) + "-*.jsonl",
+    return {"PublishOutputs/WriteRejects": layout.parts_dir(data_dir, "rejects") + "/",
             "PublishOutputs": paths.join(data_dir, layout.STATS),
             "ComputeStats": layout.transform_dir(data_dir) + "/",
             "WriteShards": data_dir + "/"}
@@ -134,10 +137,11 @@ def run(argv: Optional[List[str]] = None) -> dict:
     with OutputRun(store, config.output, config.overwrite, config.keep_versions) as output_run:
         data_dir = output_run.data_dir
         _LOG.info("Reading %s (%s, %s) into %s", config.input, config.input_format, config.task, data_dir)
+        shuffle, made_for_shuffle = launch.shuffle_spec(launched.options, config, data_dir)
         try:
             p = beam.Pipeline(runner=launch.runner(launched.options), options=launched.options)
             build_pipeline(p, config, launched.split, run_options, launch.package_versions(),
-                           launch.temp_dir(launched.options, data_dir), data_dir)
+                           launch.temp_dir(launched.options, data_dir), data_dir, shuffle)
             result = watch.run_and_watch(p, launched.options)     # a progress bar, lines, or where to watch
             pending = read_result(data_dir)
             timing = {"started": output_run.started, "pipeline_seconds": round(time.monotonic() - started, 1)}
@@ -148,6 +152,9 @@ def run(argv: Optional[List[str]] = None) -> dict:
                 raise
             raise RunFailed(f"{described}. Nothing was published: {config.output} holds what it held "
                             "before") from error
+        finally:
+            if made_for_shuffle:
+                shutil.rmtree(made_for_shuffle, ignore_errors=True)
     manifest["elapsed_seconds"] = time.monotonic() - started
     manifest["shuffle_value_bytes"] = counter_total(result, *SHUFFLE)
     return manifest

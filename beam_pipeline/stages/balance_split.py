@@ -19,7 +19,8 @@ from beam_pipeline.core.balance import (class_repeat_factors, copies_for, image_
                                         rarest_class)
 from beam_pipeline.core.records import ValidPair
 from beam_pipeline.core.selection import TRAIN
-from beam_pipeline.stages.specs import BalanceSpec
+from beam_pipeline.stages.shuffle import Materialize
+from beam_pipeline.stages.specs import BalanceSpec, ShuffleSpec
 
 
 def repeat_factors(stats: dict, threshold: float):
@@ -71,16 +72,20 @@ def _growth(counts) -> float:
 
 
 class BalanceTrainSplit(beam.PTransform):
-    """``balanced, growth = unique | BalanceTrainSplit(BalanceSpec(method, threshold), stats)``."""
+    """``balanced, growth = unique | BalanceTrainSplit(BalanceSpec(method, threshold), stats, ShuffleSpec())``."""
 
-    def __init__(self, spec: BalanceSpec, stats):
+    def __init__(self, spec: BalanceSpec, stats, shuffle: ShuffleSpec = ShuffleSpec()):
         super().__init__()
         self._spec = spec
         self._stats = stats
+        self._shuffle = shuffle
 
     def expand(self, pairs):
-        balanced = pairs | "ExpandTrain" >> beam.ParDo(
-            ExpandTrainFn(self._spec), stats=beam.pvalue.AsSingleton(self._stats))
+        balanced = (pairs
+                    | "HoldForStats" >> Materialize(self._shuffle)
+                    # ValidPair, held (in files, or by the runner) until the statistics are known
+                    | "ExpandTrain" >> beam.ParDo(ExpandTrainFn(self._spec),
+                                                  stats=beam.pvalue.AsSingleton(self._stats)))
         # ValidPair (train: copies or stratum set)
         growth = (balanced
                   | "KeepTrain" >> beam.Filter(_is_train)

@@ -4,8 +4,12 @@ launcher, which commits it (beam_pipeline/launcher/commit.py).
 
 Inputs: ShardInfo, every Outcome (rejected, duplicate), the inputs filtered
 out counted per reason (``((FILTERED, reason), n)``), the number of
-discovered inputs, the stats dict (empty without statistics), class-index
-lines, the tf.Transform writes to wait for, and the run's refusals.
+discovered inputs, the stats dict (empty without statistics), the paths of
+the class index's parts (one per train shard), the tf.Transform writes to wait
+for, and the run's refusals. The rejects and the class index are written in
+parts (the rejects' by each bundle, the class index's by each shard's writer)
+and joined here into one ``PREFIX-00000-of-00001.jsonl`` each, the class
+index's in shard order: their lines never cross a shuffle.
 Nothing here is visible to a reader: the version folder is named by no
 manifest until the launcher, which holds the output's lock, checks it and
 writes ``manifest.json``. A refused run (a gate failed, core.records.Refusal)
@@ -14,12 +18,14 @@ turns into :class:`RunRefused` for the launcher.
 """
 
 import dataclasses
+import uuid
 
 import apache_beam as beam
-from apache_beam.io import textio
+from apache_beam.transforms.window import GlobalWindows
 
 from beam_pipeline import phases
 from beam_pipeline.core import digests, layout, paths
+from beam_pipeline.core.failures import write_failed
 from beam_pipeline.core.manifest import build_manifest, count_outcomes
 from beam_pipeline.core.records import FILTERED, Outcome, Refusal
 from beam_pipeline.io import files, streams
@@ -47,28 +53,34 @@ def _to_json(outcome: Outcome) -> str:
     return outcome.to_json()
 
 
-class _JsonLinesSink(textio._TextSink):  # noqa: SLF001 - WriteToText's sink, opened through storage
-    """Beam's text sink, whose files may be empty on s3:// too (streams.create_for_write)."""
+class LinesToPartFn(beam.DoFn):
+    """JSON line -> nothing; at the bundle's end the path of the part file this bundle wrote its lines to.
 
-    def open(self, temp_path):
-        return streams.create_for_write(temp_path, self.mime_type, self.compression_type)
+    FinalizeFn joins the parts into the one file the manifest lists: the lines never cross a shuffle."""
+
+    def __init__(self, folder: str):
+        self._folder = folder
+        self._handle, self._path = None, None
+
+    def process(self, line: str):
+        if self._handle is None:
+            self._path = paths.join(self._folder, f"{uuid.uuid4().hex}.jsonl")
+            self._handle = streams.create_for_write(self._path, compression_type="uncompressed")
+        self._handle.write(line.encode("utf-8") + b"\n")
+
+    def finish_bundle(self):
+        if self._handle is not None:
+            path, handle, self._handle, self._path = self._path, self._handle, None, None
+            try:
+                handle.close()
+            except OSError as error:
+                raise write_failed(path, error) from error
+            yield GlobalWindows.windowed_value(path)
 
 
-class _WriteJsonLines(beam.io.WriteToText):
-    """``lines | _WriteJsonLines(prefix)``: one ``PREFIX-00000-of-00001.jsonl``, empty when no line comes.
-
-    Beam writes that empty file on every filesystem but s3:// (apache/beam#21369); its sink here
-    writes it there too, so a clean corpus publishes the same files on every store.
-    """
-
-    def __init__(self, prefix: str):
-        super().__init__(prefix)
-        self._sink = _JsonLinesSink(prefix, file_name_suffix=".jsonl", num_shards=1,
-                                    shard_name_template="-SSSSS-of-NNNNN")
-
-
-def _jsonl_files(lines, label: str, prefix: str):
-    return lines | label >> _WriteJsonLines(prefix)
+def joined_file(prefix: str) -> str:
+    """The one file a JSON-lines output is published as: ``PREFIX-00000-of-00001.jsonl``."""
+    return f"{prefix}-00000-of-00001.jsonl"
 
 
 def read_result(data_dir: str) -> dict:
@@ -88,30 +100,34 @@ class FinalizeFn(beam.DoFn):
         self._options = options
         self._versions = versions
 
-    def process(self, _, shards, counts, discovered, rejects_files, stats, index_files, transform_written,
+    def process(self, _, shards, counts, discovered, reject_parts, stats, index_parts, transform_written,
                 refusals):
         phases.reached(phases.FINALIZE)
         if refusals:
-            files.write_bytes(paths.join(self._spec.data_dir, layout.REFUSAL), files.json_bytes(dataclasses.asdict(refusals[0])))
+            files.write_bytes(paths.join(self._spec.data_dir, layout.REFUSAL),
+                              files.json_bytes(dataclasses.asdict(refusals[0])))
         else:
-            yield self._finalize(shards, counts, discovered, rejects_files, stats[0] if stats else None, index_files)
+            yield self._finalize(shards, counts, discovered, reject_parts, stats[0] if stats else None, index_parts)
 
-    def _finalize(self, shards, counts, discovered, rejects_files, stats, index_files) -> str:
+    def _finalize(self, shards, counts, discovered, reject_parts, stats, index_parts) -> str:
         spec = self._spec
         data_dir = spec.data_dir
+        joined = {}          # relative path -> files entry, of the rejects and the class index
+        for prefix, parts in ((layout.REJECTS_PREFIX, reject_parts), (layout.CLASS_INDEX_PREFIX, index_parts)):
+            relative = joined_file(prefix)
+            joined[relative] = files.join_parts(sorted(parts), paths.join(data_dir, relative))
         manifest = build_manifest(
             task=spec.task, num_classes=spec.num_classes, ignore_label=spec.ignore_label,
             class_names=spec.class_names, shards=[dataclasses.asdict(shard) for shard in shards],
             outcome_counts=count_outcomes(counts), discovered=discovered, options=self._options,
-            versions=self._versions, rejects_files=[self._relative(path) for path in rejects_files],
+            versions=self._versions, rejects_files=[joined_file(layout.REJECTS_PREFIX)],
             stats=stats, balance=spec.balance.as_dict(),
-            class_index_files=[self._relative(path) for path in index_files])
+            class_index_files=[joined_file(layout.CLASS_INDEX_PREFIX)])
         table = digests.shard_entries(manifest["splits"])
         if stats:
             table[layout.STATS] = files.write_bytes(paths.join(data_dir, layout.STATS), files.json_bytes(stats))
-        for relative in manifest["rejects"] + manifest["class_index"]:
-            table[relative] = files.file_entry(paths.join(data_dir, relative))
-        files.remove_folder(layout.temp_dir(data_dir))       # tf.Transform's temporary files
+        table.update(joined)
+        files.remove_folder(layout.temp_dir(data_dir))       # tf.Transform's temporary files, the parts
         transform = layout.transform_dir(data_dir)
         for relative in sorted(files.list_files(transform)):
             table[paths.join(layout.TRANSFORM_DIR, relative)] = files.file_entry(paths.join(transform, relative))
@@ -119,9 +135,6 @@ class FinalizeFn(beam.DoFn):
         pending = paths.join(data_dir, layout.PENDING_MANIFEST)
         files.write_bytes(pending, files.json_bytes(manifest))
         return pending
-
-    def _relative(self, path: str) -> str:
-        return paths.relative_to(self._spec.data_dir, path) or path
 
 
 class PublishOutputs(beam.PTransform):
@@ -137,13 +150,12 @@ class PublishOutputs(beam.PTransform):
     def expand(self, inputs):
         shards, outcomes, filtered, discovered, stats, class_index, transform_written, refusals = inputs
         data_dir = self._spec.data_dir
-        rejects_files = _jsonl_files(
-            outcomes
-            | "KeepReportable" >> beam.Filter(_is_reportable)
-            | "ToJsonLines" >> beam.Map(_to_json),
-            # one JSON object per rejected or duplicate input
-            "WriteRejects", paths.join(data_dir, layout.REJECTS_PREFIX))
-        index_files = _jsonl_files(class_index, "WriteClassIndex", paths.join(data_dir, layout.CLASS_INDEX_PREFIX))
+        reject_parts = (outcomes
+                        | "KeepReportable" >> beam.Filter(_is_reportable)
+                        | "ToJsonLines" >> beam.Map(_to_json)
+                        # one JSON object per rejected or duplicate input
+                        | "WriteRejects" >> beam.ParDo(LinesToPartFn(layout.parts_dir(data_dir, "rejects"))))
+                        # path of each bundle's part of the rejects
         counts = ((outcomes
                    | "StatusAndReason" >> beam.Map(_status_and_reason)
                    | "CountOutcomes" >> beam.combiners.Count.PerElement(),
@@ -156,7 +168,7 @@ class PublishOutputs(beam.PTransform):
                     FinalizeFn(self._spec, self._options, self._versions),
                     shards=beam.pvalue.AsList(shards), counts=beam.pvalue.AsList(counts),
                     discovered=beam.pvalue.AsSingleton(discovered),
-                    rejects_files=beam.pvalue.AsList(rejects_files), stats=beam.pvalue.AsList(stats),
-                    index_files=beam.pvalue.AsList(index_files),
+                    reject_parts=beam.pvalue.AsList(reject_parts), stats=beam.pvalue.AsList(stats),
+                    index_parts=beam.pvalue.AsList(class_index),
                     transform_written=beam.pvalue.AsList(transform_written),
                     refusals=beam.pvalue.AsList(refusals)))

@@ -1,19 +1,41 @@
-"""Records across shuffles: packed to one bytes value each, counted, and unpacked on the other side.
+"""Records across shuffles: packed to one bytes value each, counted, and moved by Beam or through files.
 
-Only metadata crosses a shuffle (PairRef, ValidPair: no pixels, but the bytes of
-a converted file of at most 32 KiB, a palette mask's grey PNG). Each record
-travels as the bytes of ``core.records.pack``: Beam's DirectRunner engine keeps
-grouped values decoded until the group is read, and one bytes object per record
-is several times smaller than the dataclass it holds, which keeps the run's
-memory flat as the corpus grows (docs/benchmarks.md, "Prism and memory"). This is the only module
-that packs and unpacks records for the pipeline.
+Only metadata crosses a shuffle (PairRef, ValidPair: no pixels, no file bytes). Each record travels as
+the bytes of ``core.records.pack``. Three kinds of boundary carry records from stage to stage:
+
+* :class:`SpreadOverWorkers`: the same records, redistributed so that every worker gets some;
+* :class:`GroupPackedByKey`: ``(key, record)`` grouped by key;
+* :class:`Materialize`: the same records, for a consumer that waits on a side input (the stage
+  cannot start before the side input is complete, so its main input is held until then).
+
+How they are moved is the ShuffleSpec's choice (``--shuffle``). ``beam``: Beam's Reshuffle and
+GroupByKey, and nothing for Materialize; the right choice where the runner's shuffle keeps its data
+on disk (Dataflow, Flink). ``files``: the records go into files in the spec's folder, a file per
+bucket (a stable hash of the key, or of the record) and bundle, and only the files' paths cross the
+runner; each bucket is then read, and grouped, by one worker. Beam's DirectRunner engine keeps every
+PCollection that crosses a stage in the launcher's memory and hands each worker its whole part of a
+stage's input at once, so with ``beam`` the memory of both grows with the number of pairs; with
+``files`` it holds paths, and a worker one bucket (README, "Memory"). The groups and records are the
+same either way, and so is every output byte. This is the only module that packs and unpacks records
+for the pipeline.
 """
 
-import apache_beam as beam
-from apache_beam.metrics import Metrics
+import uuid
+from typing import Dict, List
 
-from beam_pipeline.core.records import pack, unpack
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.metrics import Metrics
+from apache_beam.transforms.window import GlobalWindows
+
+from beam_pipeline.core import paths
+from beam_pipeline.core.failures import write_failed
+from beam_pipeline.core.hashing import stable_hash
+from beam_pipeline.core.records import frame_packed, pack, read_framed, unpack
 from beam_pipeline.stages.counters import SHUFFLE
+from beam_pipeline.stages.specs import ShuffleSpec
+
+BUCKET_SALT = "shuffle"
 
 
 def packed(record) -> bytes:
@@ -43,24 +65,196 @@ def _unpack_values(element):
     return key, Unpacked(values)
 
 
-class SpreadOverWorkers(beam.PTransform):
-    """``records | SpreadOverWorkers()``: the same records, redistributed so that every worker gets some."""
+# --------------------------------------------------------------------------
+# Through files
+# --------------------------------------------------------------------------
+class _WriteBucketsFn(beam.DoFn):
+    """bytes (or ``(key, bytes)``) -> nothing; at the bundle's end ``(bucket, path)`` of each file it wrote.
+
+    Each bucket's records go to a file of this bundle's own (a new name per bundle, so a retried bundle
+    never mixes with its first attempt); a record lands in the bucket of a stable hash of its key."""
+
+    def __init__(self, spec: ShuffleSpec, name: str, keyed: bool):
+        self._folder = paths.join(spec.folder, name)
+        self._buckets = spec.buckets
+        self._keyed = keyed
+        self._files: Dict[int, _RecordFile] = {}
+        self._prefix = ""
+
+    def start_bundle(self):
+        self._files, self._prefix = {}, uuid.uuid4().hex
+
+    def process(self, element):
+        if self._keyed:
+            key, value = element
+            key_bytes = pack(key)
+            data = frame_packed(key_bytes) + frame_packed(value)
+            bucket = stable_hash(BUCKET_SALT, key_bytes.hex()) % self._buckets
+        else:
+            data = frame_packed(element)
+            bucket = stable_hash(BUCKET_SALT, element.hex()) % self._buckets
+        handle = self._files.get(bucket)
+        if handle is None:
+            handle = self._files[bucket] = _RecordFile(paths.join(self._folder, f"{self._prefix}-{bucket:05d}.records"))
+        handle.write(data)
+
+    def finish_bundle(self):
+        files, self._files = self._files, {}
+        for bucket, handle in sorted(files.items()):
+            yield GlobalWindows.windowed_value((bucket, handle.close()))
+
+
+class _RecordFile:
+    """A file of framed records being written; an OSError names it (a full disk is one line, not a traceback)."""
+
+    def __init__(self, path: str):
+        self.path = path
+        try:
+            self._handle = FileSystems.create(path, compression_type="uncompressed")
+        except OSError as error:
+            raise write_failed(path, error) from error
+
+    def write(self, data: bytes) -> None:
+        try:
+            self._handle.write(data)
+        except OSError as error:
+            raise write_failed(self.path, error) from error
+
+    def close(self) -> str:
+        try:
+            self._handle.close()
+        except OSError as error:
+            raise write_failed(self.path, error) from error
+        return self.path
+
+
+def _framed_values(path: str):
+    with FileSystems.open(path, compression_type="uncompressed") as handle:
+        yield from read_framed(handle)
+
+
+class _ReadBucketFn(beam.DoFn):
+    """``(bucket, [path, ...])`` -> the bucket's records (bytes), or its groups ``(key, Unpacked values)``.
+
+    A bucket is read by one worker; a keyed one is grouped in memory (one bucket of the shuffle, never
+    the whole of it). The files are removed once read."""
+
+    def __init__(self, keyed: bool):
+        self._keyed = keyed
+
+    def process(self, element):
+        _, files = element
+        files = sorted(files)
+        if not self._keyed:
+            for path in files:
+                yield from _framed_values(path)
+        else:
+            groups: Dict[bytes, List[bytes]] = {}
+            for path in files:
+                values = _framed_values(path)
+                for key_bytes in values:
+                    groups.setdefault(key_bytes, []).append(next(values))
+            for key_bytes in sorted(groups):
+                yield unpack(key_bytes), Unpacked(groups.pop(key_bytes))
+        FileSystems.delete(files)
+
+
+class _ThroughFiles(beam.PTransform):
+    def __init__(self, spec: ShuffleSpec, keyed: bool):
+        super().__init__()
+        self._spec = spec
+        self._keyed = keyed
 
     def expand(self, records):
         return (records
-                | "Pack" >> beam.Map(packed)
-                # bytes
-                | "Reshuffle" >> beam.Reshuffle()
-                | "Unpack" >> beam.Map(unpack))
+                | "WriteBuckets" >> beam.ParDo(_WriteBucketsFn(self._spec, uuid.uuid4().hex, self._keyed))
+                # (bucket, path of a file of this bundle's records in that bucket)
+                | "GroupFilesByBucket" >> beam.GroupByKey()
+                # (bucket, [path, ...])
+                | "ReadBuckets" >> beam.ParDo(_ReadBucketFn(self._keyed)))
+                # bytes | (key, Unpacked)
+
+
+class _ReadFileFn(beam.DoFn):
+    """path -> the records of one bundle's file (bytes), streamed; the file is removed once read."""
+
+    def process(self, path: str):
+        yield from _framed_values(path)
+        FileSystems.delete([path])
+
+
+class _WriteFileFn(beam.DoFn):
+    """bytes -> nothing; at the bundle's end the path of the one file its records went to."""
+
+    def __init__(self, spec: ShuffleSpec, name: str):
+        self._folder = paths.join(spec.folder, name)
+        self._file = None
+
+    def process(self, data: bytes):
+        if self._file is None:
+            self._file = _RecordFile(paths.join(self._folder, f"{uuid.uuid4().hex}.records"))
+        self._file.write(frame_packed(data))
+
+    def finish_bundle(self):
+        if self._file is not None:
+            record_file, self._file = self._file, None
+            yield GlobalWindows.windowed_value(record_file.close())
+
+
+# --------------------------------------------------------------------------
+# The three boundaries
+# --------------------------------------------------------------------------
+class SpreadOverWorkers(beam.PTransform):
+    """``records | SpreadOverWorkers(ShuffleSpec())``: the same records, redistributed so that every
+    worker gets some."""
+
+    def __init__(self, spec: ShuffleSpec = ShuffleSpec()):
+        super().__init__()
+        self._spec = spec
+
+    def expand(self, records):
+        packed_records = records | "Pack" >> beam.Map(packed)
+        # bytes
+        moved = (packed_records | "Reshuffle" >> beam.Reshuffle() if self._spec.folder is None else
+                 packed_records | "ThroughFiles" >> _ThroughFiles(self._spec, keyed=False))
+        return moved | "Unpack" >> beam.Map(unpack)
 
 
 class GroupPackedByKey(beam.PTransform):
-    """``(key, record) | GroupPackedByKey()`` -> ``(key, records)``, the values packed across the GroupByKey."""
+    """``(key, record) | GroupPackedByKey(ShuffleSpec())`` -> ``(key, records)``, the values packed across."""
+
+    def __init__(self, spec: ShuffleSpec = ShuffleSpec()):
+        super().__init__()
+        self._spec = spec
 
     def expand(self, keyed):
-        return (keyed
-                | "Pack" >> beam.Map(_pack_value)
-                # (key, bytes)
+        packed_pairs = keyed | "Pack" >> beam.Map(_pack_value)
+        # (key, bytes)
+        if self._spec.folder is not None:
+            return packed_pairs | "ThroughFiles" >> _ThroughFiles(self._spec, keyed=True)
+            # (key, Unpacked records)
+        return (packed_pairs
                 | "Group" >> beam.GroupByKey()
                 # (key, [bytes, ...])
                 | "Unpack" >> beam.Map(_unpack_values))
+
+
+class Materialize(beam.PTransform):
+    """``records | Materialize(ShuffleSpec())``: the same records; with files, held in them (only their
+    paths cross the runner) for a consumer that waits on a side input."""
+
+    def __init__(self, spec: ShuffleSpec = ShuffleSpec()):
+        super().__init__()
+        self._spec = spec
+
+    def expand(self, records):
+        if self._spec.folder is None:
+            return records
+        return (records
+                | "Pack" >> beam.Map(packed)
+                | "WriteFile" >> beam.ParDo(_WriteFileFn(self._spec, uuid.uuid4().hex))
+                # path of each bundle's file
+                | "SpreadFiles" >> beam.Reshuffle()
+                # the stage break: the records stay in their files until their consumer reads them
+                | "ReadFile" >> beam.ParDo(_ReadFileFn())
+                | "Unpack" >> beam.Map(unpack))

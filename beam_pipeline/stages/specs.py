@@ -61,6 +61,13 @@ class CheckSpec:
 
 
 @dataclasses.dataclass(frozen=True)
+class ShuffleSpec:
+    """How records cross the shuffles (stages/shuffle.py): Beam's own, or files in ``folder``."""
+    folder: Optional[str] = None             # None: Beam's Reshuffle and GroupByKey; a folder: through files
+    buckets: int = 256                       # files per bundle and shuffle; a worker groups one bucket at a time
+
+
+@dataclasses.dataclass(frozen=True)
 class StatsSpec:
     """The statistics of the train split (ComputeStats)."""
     data_dir: str                            # the run's version folder: transform/ is written below it

@@ -19,7 +19,7 @@ from beam_pipeline.core.progress import DUPLICATES, REJECTED_PREFIX, VALID
 from beam_pipeline.core.records import DUPLICATE, REJECTED, Outcome, PairRef, ValidPair
 from beam_pipeline.stages import counters, pairs, worker
 from beam_pipeline.stages.shuffle import GroupPackedByKey
-from beam_pipeline.stages.specs import REJECTED_TAG, CheckSpec
+from beam_pipeline.stages.specs import REJECTED_TAG, CheckSpec, ShuffleSpec
 
 
 class ValidatePairFn(counters.CountingDoFn):
@@ -82,13 +82,17 @@ class KeepFirstFn(counters.CountingDoFn):
 
 
 class DeduplicatePairs(beam.PTransform):
-    """``unique, duplicates = valid | DeduplicatePairs()``: one pair per content."""
+    """``unique, duplicates = valid | DeduplicatePairs(ShuffleSpec())``: one pair per content."""
+
+    def __init__(self, shuffle: ShuffleSpec = ShuffleSpec()):
+        super().__init__()
+        self._shuffle = shuffle
 
     def expand(self, valid):
         outputs = (valid
                    | "KeyByContent" >> beam.Map(_by_content)
                    # (content key, ValidPair)
-                   | "GroupByContent" >> GroupPackedByKey()
+                   | "GroupByContent" >> GroupPackedByKey(self._shuffle)
                    # (content key, [ValidPair, ...])
                    | "KeepFirst" >> beam.ParDo(KeepFirstFn()).with_outputs(REJECTED_TAG, main="unique"))
                    # ValidPair | duplicate Outcome

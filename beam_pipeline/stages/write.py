@@ -28,7 +28,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
 from beam_pipeline import phases
-from beam_pipeline.core import paths
+from beam_pipeline.core import layout, paths
 from beam_pipeline.core.checks import Rejection
 from beam_pipeline.core.example import frame_record
 from beam_pipeline.core.failures import write_failed
@@ -37,9 +37,10 @@ from beam_pipeline.core.records import REJECTED, ClassTally, Outcome, ShardInfo,
 from beam_pipeline.core.selection import TRAIN
 from beam_pipeline.core.sharding import (bucket_of, num_shards_for, pack_buckets, record_order, same_images,
                                          shard_file_name)
+from beam_pipeline.io import streams
 from beam_pipeline.stages import counters, pairs, worker
-from beam_pipeline.stages.shuffle import GroupPackedByKey
-from beam_pipeline.stages.specs import REJECTED_TAG, WriteSpec
+from beam_pipeline.stages.shuffle import GroupPackedByKey, Materialize
+from beam_pipeline.stages.specs import REJECTED_TAG, ShuffleSpec, WriteSpec
 
 CLASS_INDEX = "class_index"
 READ_AHEAD = 8          # Records read, checked and encoded ahead of the one being written.
@@ -81,7 +82,8 @@ class AssignShardFn(beam.DoFn):
 
 
 class WriteShardFn(counters.CountingDoFn):
-    """((group, shard, num_shards), [ValidPair, ...]) -> ShardInfo, rejected Outcomes, index lines."""
+    """((group, shard, num_shards), [ValidPair, ...]) -> ShardInfo, rejected Outcomes, the path of the
+    shard's part of the class index."""
 
     def __init__(self, spec: WriteSpec):
         self._spec = spec
@@ -102,6 +104,7 @@ class WriteShardFn(counters.CountingDoFn):
         split = stratum = None
         ordered = sorted(group_pairs, key=_order_key)
         path = paths.join(self._spec.data_dir, name)
+        class_index = _ClassIndexPart(paths.join(layout.parts_dir(self._spec.data_dir, CLASS_INDEX), f"{name}.jsonl"))
         try:
             handle = FileSystems.create(path)
         except OSError as error:
@@ -120,10 +123,7 @@ class WriteShardFn(counters.CountingDoFn):
                 if records == 0:
                     phases.reached(phases.WRITE_SHARD)
                 if split == TRAIN:
-                    for c in pair.present_classes:
-                        yield beam.pvalue.TaggedOutput(CLASS_INDEX, json.dumps(
-                            {"class": c, "shard": name, "record": records, "source_id": pair.ref.source_id,
-                             "copy": pair.copy}, sort_keys=True))
+                    class_index.add(pair, name, records)
                 records += 1
                 originals += pair.copy == 0
                 self._records.inc()
@@ -133,6 +133,8 @@ class WriteShardFn(counters.CountingDoFn):
                 weight += pair.repeat_factor
                 tally.add(pair)
         self._bytes.inc(written_bytes)
+        if class_index.close():
+            yield beam.pvalue.TaggedOutput(CLASS_INDEX, class_index.path)
         yield ShardInfo(group=group, split=split or group, index=index, num_shards=num_shards, path=name,
                         records=records, bytes=written_bytes, sha256=digest.hexdigest(), originals=originals,
                         class_images=tally.images(), class_pixels=tally.pixels(), ignore_pixels=tally.ignore,
@@ -153,6 +155,33 @@ class WriteShardFn(counters.CountingDoFn):
             while pending:
                 done, future = pending.popleft()
                 yield done, future.result()
+
+
+class _ClassIndexPart:
+    """This shard's lines of the class index (one per train record and class in it), in a part file of
+    their own that PublishOutputs joins with the others: the lines never cross a shuffle."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self._handle = None
+
+    def add(self, pair: ValidPair, shard: str, record: int) -> None:
+        for c in pair.present_classes:
+            if self._handle is None:
+                self._handle = streams.create_for_write(self.path)
+            self._handle.write((json.dumps({"class": c, "shard": shard, "record": record,
+                                            "source_id": pair.ref.source_id, "copy": pair.copy},
+                                           sort_keys=True) + "\n").encode("utf-8"))
+
+    def close(self) -> bool:
+        """Close the part; whether there is one."""
+        if self._handle is None:
+            return False
+        try:
+            self._handle.close()
+        except OSError as error:
+            raise write_failed(self.path, error) from error
+        return True
 
 
 class _closing_or_failed:
@@ -190,12 +219,14 @@ def _order_key(pair: ValidPair):
 
 
 class WriteShards(beam.PTransform):
-    """``shard_infos, rejected, class_index = valid | WriteShards(WriteSpec(data_dir, check, ...), refusals)``."""
+    """``shard_infos, rejected, class_index_parts = valid | WriteShards(WriteSpec(data_dir, check, ...),
+    refusals, ShuffleSpec())``."""
 
-    def __init__(self, spec: WriteSpec, refusals):
+    def __init__(self, spec: WriteSpec, refusals, shuffle: ShuffleSpec = ShuffleSpec()):
         super().__init__()
         self._spec = spec
         self._refusals = refusals
+        self._shuffle = shuffle
 
     def expand(self, valid):
         packing = beam.pvalue.AsDict(
@@ -210,12 +241,14 @@ class WriteShards(beam.PTransform):
             | "PackBuckets" >> beam.ParDo(PackBucketsFn(self._spec.target_shard_bytes)))
             # ((group, bucket, copy), (shard, num_shards))
         outputs = (valid
+                   | "HoldForShardSizes" >> Materialize(self._shuffle)
+                   # ValidPair, held (in files, or by the runner) until the shard sizes are known
                    | "AssignShards" >> beam.ParDo(
                        AssignShardFn(), packing=packing, refusals=beam.pvalue.AsList(self._refusals))
                    # ((group, shard, num_shards), ValidPair); nothing when the run is refused
-                   | "GroupByShard" >> GroupPackedByKey()
+                   | "GroupByShard" >> GroupPackedByKey(self._shuffle)
                    # ((group, shard, num_shards), [ValidPair, ...])
                    | "WriteShardFiles" >> beam.ParDo(WriteShardFn(self._spec)).with_outputs(
                        REJECTED_TAG, CLASS_INDEX, main="shards"))
-                   # ShardInfo | rejected Outcome | class-index JSON line
+                   # ShardInfo | rejected Outcome | path of the shard's part of the class index
         return outputs.shards, outputs[REJECTED_TAG], outputs[CLASS_INDEX]

@@ -16,7 +16,7 @@ from beam_pipeline.core.records import PairRef
 from beam_pipeline.core.selection import parse_split
 from beam_pipeline.stages.discover import ReadCorpus
 from beam_pipeline.stages.select import SelectSubset
-from beam_pipeline.stages.specs import LISTING, PAIRED, CheckSpec, DiscoverSpec, SelectSpec, WriteSpec
+from beam_pipeline.stages.specs import LISTING, PAIRED, CheckSpec, DiscoverSpec, SelectSpec, ShuffleSpec, WriteSpec
 from beam_pipeline.stages.validate import DeduplicatePairs, ValidatePairs
 from beam_pipeline.stages.write import WriteShards
 
@@ -112,14 +112,24 @@ def test_deduplicate_keeps_smallest_key(folder):
                     label="Duplicates")
 
 
-def test_write_shards_reads_back_with_tf_data(folder):
+def _lines_of(path):
+    with open(path, encoding="utf-8") as handle:
+        return handle.read().splitlines()
+
+
+@pytest.mark.parametrize("through_files", [False, True], ids=["beam_shuffles", "file_shuffles"])
+def test_write_shards_reads_back_with_tf_data(folder, through_files):
     refs = [PairRef(key=f"k{i}", source_id=f"s{i}", image=str(folder / "images" / "a.png"),
                     mask=str(folder / "masks" / "a.png"), split="train") for i in range(12)]
     spec = WriteSpec(str(folder / "out"), CHECK, target_shard_bytes=200)
+    shuffle = ShuffleSpec(folder=str(folder / "shuffle"), buckets=4) if through_files else ShuffleSpec()
     with TestPipeline() as p:
         valid, _ = p | beam.Create(refs) | ValidatePairs(CHECK)
-        shards, changed, index = valid | WriteShards(spec, refusals=p | "NoRefusals" >> beam.Create([]))
-        assert_that(index | "IndexedClasses" >> beam.Map(lambda line: json.loads(line)["class"])
+        shards, changed, index = valid | WriteShards(spec, refusals=p | "NoRefusals" >> beam.Create([]),
+                                                     shuffle=shuffle)
+        # the class index in parts, one per shard, each a file of JSON lines
+        assert_that(index | "IndexLines" >> beam.FlatMap(_lines_of)
+                    | "IndexedClasses" >> beam.Map(lambda line: json.loads(line)["class"])
                     | beam.combiners.Count.PerElement(), equal_to([(0, 12), (1, 12)]), label="ClassIndex")
         assert_that(shards | beam.Map(lambda s: s.records) | beam.CombineGlobally(sum), equal_to([12]), label="All")
         assert_that(changed, equal_to([]), label="NoneChanged")
