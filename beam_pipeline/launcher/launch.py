@@ -147,7 +147,8 @@ def check_output(config: CorpusConfig) -> None:
         raise CorpusOptionsError(f"{output} already holds a manifest.json; use --overwrite to replace it")
 
 
-def shuffle_spec(options: PipelineOptions, config: CorpusConfig, data_dir: str) -> Tuple[ShuffleSpec, Optional[str]]:
+def shuffle_spec(options: PipelineOptions, config: CorpusConfig,
+                 data_dir: str) -> Tuple[ShuffleSpec, Optional[str]]:
     """How records cross the shuffles (--shuffle), and a folder this run made for them that the launcher
     removes after the run (None when there is none to remove: the version folder's own .tmp/ is
     removed with it)."""

@@ -58,7 +58,7 @@ def build_pipeline(p: beam.Pipeline, config: CorpusConfig, split_spec: SplitSpec
                   | "MergeDiscoveryCounts" >> beam.Flatten()
                   | "CountDiscovered" >> beam.CombineGlobally(sum))
     # int: every discovered input
-    selected, dropped, filtered = refs | "SelectSubset" >> SelectSubset(config.select_spec(split_spec))
+    selected, dropped, filtered = refs | "SelectSubset" >> SelectSubset(config.select_spec(split_spec), shuffle)
     # PairRef with split | rejected Outcome | ((FILTERED, reason), n): the inputs filtered out, counted
     spread = selected | "SpreadOverWorkers" >> SpreadOverWorkers(shuffle)
     # PairRef, redistributed so that validation runs on every worker

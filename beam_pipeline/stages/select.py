@@ -17,7 +17,8 @@ from apache_beam.transforms.window import GlobalWindows
 from beam_pipeline.core.progress import SELECTED
 from beam_pipeline.core.records import FILTERED, Outcome, PairRef
 from beam_pipeline.stages import counters, pairs
-from beam_pipeline.stages.specs import REJECTED_TAG, SelectSpec
+from beam_pipeline.stages.shuffle import Materialize
+from beam_pipeline.stages.specs import REJECTED_TAG, SelectSpec, ShuffleSpec
 
 
 FILTERED_TAG = "filtered"        # ((FILTERED, reason), n): the inputs a bundle filtered out, per reason
@@ -103,11 +104,12 @@ def _largest_kept_rank(smallest_ranks) -> int:
 
 
 class SelectSubset(beam.PTransform):
-    """``kept, rejected, filtered = refs | SelectSubset(SelectSpec(split, ...))``."""
+    """``kept, rejected, filtered = refs | SelectSubset(SelectSpec(split, ...), ShuffleSpec())``."""
 
-    def __init__(self, spec: SelectSpec):
+    def __init__(self, spec: SelectSpec, shuffle: ShuffleSpec = ShuffleSpec()):
         super().__init__()
         self._spec = spec
+        self._shuffle = shuffle
 
     def expand(self, refs):
         spec = self._spec
@@ -122,8 +124,11 @@ class SelectSubset(beam.PTransform):
                          | "SmallestRanks" >> beam.combiners.Top.Smallest(spec.max_examples)
                          # [rank, ...] (at most max_examples)
                          | "LargestKeptRank" >> beam.Map(_largest_kept_rank))
-            capped = kept | "CapExamples" >> beam.ParDo(
-                CapExamplesFn(), threshold=beam.pvalue.AsSingleton(threshold)).with_outputs(FILTERED_TAG, main="kept")
+            capped = (kept
+                      | "HoldForTheCap" >> Materialize(self._shuffle)
+                      # PairRef, held (in files, or by the runner) until the cap's rank is known
+                      | "CapExamples" >> beam.ParDo(CapExamplesFn(), threshold=beam.pvalue.AsSingleton(
+                          threshold)).with_outputs(FILTERED_TAG, main="kept"))
             kept = capped.kept
             filtered.append(capped[FILTERED_TAG])
         split = kept | "AssignSplits" >> beam.ParDo(AssignSplitFn(spec)).with_outputs(REJECTED_TAG, main="kept")

@@ -15,7 +15,7 @@ bucket (a stable hash of the key, or of the record) and bundle, and only the fil
 runner; each bucket is then read, and grouped, by one worker. Beam's DirectRunner engine keeps every
 PCollection that crosses a stage in the launcher's memory and hands each worker its whole part of a
 stage's input at once, so with ``beam`` the memory of both grows with the number of pairs; with
-``files`` it holds paths, and a worker one bucket (README, "Memory"). The groups and records are the
+``files`` it holds paths, and a worker one bucket (docs/scale.md). The groups and records are the
 same either way, and so is every output byte. This is the only module that packs and unpacks records
 for the pipeline.
 """

@@ -75,15 +75,17 @@ def test_validate_pairs_outputs_valid_and_rejected(folder):
                     equal_to([("b", "size_mismatch"), ("lonely", "missing_file")]), label="Rejected")
 
 
-def test_select_subset_filter_cap_and_split(tmp_path):
+@pytest.mark.parametrize("through_files", [False, True], ids=["beam_shuffles", "file_shuffles"])
+def test_select_subset_filter_cap_and_split(tmp_path, through_files):
     refs = [PairRef(key=f"k{i}", source_id=f"images/{i}.png", image=f"/i/{i}.png", mask=f"/m/{i}.png",
                     metadata=(("source", "camA" if i % 2 else "camB"), ("split", "train" if i < 8 else "")))
             for i in range(10)]
     from beam_pipeline.core.filter_expr import parse_filter
     spec = SelectSpec(parse_split("column"), filter=parse_filter("source == 'camA'"), exclude=("images/1.png",),
                       max_examples=3)
+    shuffle = ShuffleSpec(folder=str(tmp_path / "shuffle"), buckets=3) if through_files else ShuffleSpec()
     with TestPipeline() as p:
-        kept, rejected, filtered = p | beam.Create(refs) | SelectSubset(spec)
+        kept, rejected, filtered = p | beam.Create(refs) | SelectSubset(spec, shuffle)
         # camA: 1 3 5 7 9; 1 excluded; 3 of {3, 5, 7, 9} kept by rank; 9 (if kept) has no split.
         assert_that(kept | "Count" >> beam.combiners.Count.Globally() | beam.Map(lambda n: n <= 3),
                     equal_to([True]), label="AtMostThree")
@@ -101,12 +103,14 @@ def test_select_subset_filter_cap_and_split(tmp_path):
                     label="NothingLost")
 
 
-def test_deduplicate_keeps_smallest_key(folder):
+@pytest.mark.parametrize("through_files", [False, True], ids=["beam_shuffles", "file_shuffles"])
+def test_deduplicate_keeps_smallest_key(folder, through_files):
     refs = [PairRef(key=k, source_id=k, image=str(folder / "images" / "a.png"), mask=str(folder / "masks" / "a.png"))
             for k in ("z", "m", "c")]
+    shuffle = ShuffleSpec(folder=str(folder / "shuffle"), buckets=2) if through_files else ShuffleSpec()
     with TestPipeline() as p:
         valid, _ = p | beam.Create(refs) | ValidatePairs(CHECK)
-        unique, duplicates = valid | DeduplicatePairs()
+        unique, duplicates = valid | DeduplicatePairs(shuffle)
         assert_that(unique | "Kept" >> beam.Map(lambda v: v.ref.key), equal_to(["c"]), label="Kept")
         assert_that(duplicates | "Dups" >> beam.Map(_reason), equal_to([("m", "duplicate"), ("z", "duplicate")]),
                     label="Duplicates")
@@ -163,3 +167,27 @@ def test_read_corpus_from_manifest_files(tmp_path, suffix):
                                "2021" if suffix == ".csv" else 2021)]), label="Pairs")
         assert_that(rejected | "Reasons" >> beam.Map(lambda o: o.reason),
                     equal_to(["path_outside_root", "bad_manifest_row", "path_outside_root"]), label="Rejected")
+
+
+def test_records_through_files_are_the_records_beam_moves(tmp_path):
+    """Spread, grouped and held through files: the same records and groups as Beam's shuffles, and no file
+    left behind once they are read."""
+    from beam_pipeline.stages.shuffle import GroupPackedByKey, Materialize, SpreadOverWorkers
+    records = [PairRef(key=f"k{i}", source_id=f"s{i}", image=f"/i/{i}.png", split="train") for i in range(50)]
+    keyed = [(f"g{i % 7}", record) for i, record in enumerate(records)]
+    folder = tmp_path / "shuffle"
+    shuffle = ShuffleSpec(folder=str(folder), buckets=5)
+    with TestPipeline() as p:
+        spread = p | "Records" >> beam.Create(records) | SpreadOverWorkers(shuffle)
+        assert_that(spread | "SpreadKeys" >> beam.Map(lambda r: r.key), equal_to([r.key for r in records]),
+                    label="Spread")
+        grouped = (p | "Keyed" >> beam.Create(keyed) | GroupPackedByKey(shuffle)
+                   | "Sorted" >> beam.Map(lambda kv: (kv[0], sorted(r.key for r in kv[1]))))
+        expected = {}
+        for key, record in keyed:
+            expected.setdefault(key, []).append(record.key)
+        assert_that(grouped, equal_to([(k, sorted(v)) for k, v in expected.items()]), label="Grouped")
+        held = p | "ToHold" >> beam.Create(records) | Materialize(shuffle)
+        assert_that(held | "HeldKeys" >> beam.Map(lambda r: r.key), equal_to([r.key for r in records]),
+                    label="Held")
+    assert [path for path in folder.rglob("*") if path.is_file()] == []

@@ -1,7 +1,8 @@
 """The same corpus through the DirectRunner and through a standalone Flink cluster gives the same outputs.
 
-The Flink side is a real session cluster from Flink's own distribution (a JobManager and a
-TaskManager process, tools/flink/cluster.py), Beam's Flink job server jar built with Maven
+The Flink side is a real session cluster from Flink's own distribution (a JobManager and two
+TaskManager processes of one slot each, tools/flink/cluster.py, so every shuffle's records cross
+between TaskManagers), Beam's Flink job server jar built with Maven
 (tools/flink/fetch_job_server.sh, cached in build/flink/), and Python SDK workers from an external
 worker pool. Needs java and mvn (and, the first time, Maven Central and PyPI); skipped without them, except
 under CI=true, where a skip fails (tests/conftest.py) and `make test` installs them (tools/install_java_maven.sh).
@@ -12,9 +13,9 @@ What must be equal, and how:
 - manifest.json: equal, except the options that name the output folder and the runner, and the entries
   that name the run (run_id, data_dir, timing, the files table; conftest.RUN_ENTRIES);
 - stats.json: byte for byte;
-- rejects and the class index: equal as multisets of JSON lines. Their file order is the order in
-  which the runner hands the elements to the text sink (DirectRunner and Flink bundle and
-  parallelise differently), and the pipeline does not sort them;
+- rejects and the class index: equal as multisets of JSON lines. The rejects' line order is the
+  order of the bundles that wrote their parts (DirectRunner and Flink bundle and parallelise
+  differently), and the pipeline does not sort them;
 - transform/: the variables and schemas byte for byte; saved_model.pb differs only in the numeric
   suffixes TensorFlow appends to traced function names (a per-process counter, e.g.
   ``__inference_signature_wrapper_907`` vs ``_2115``), so both graphs are applied to the same
@@ -100,7 +101,9 @@ def flink_cluster(request, tmp_path_factory):
     cluster.flink_home()                    # likewise
     prepared = time.monotonic()
     work = tmp_path_factory.mktemp("flink_cluster")
-    with cluster.FlinkCluster(str(work)) as flink, \
+    # Two TaskManagers of one slot each: every shuffle's records cross between TaskManager processes, as
+    # between the hosts of a real cluster.
+    with cluster.FlinkCluster(str(work), slots=1, taskmanagers=2) as flink, \
             cluster.WorkerPool(str(work / "log" / "worker_pool.log"), env=s3.env()) as pool:
         print(f"\nFlink: jar and distribution {prepared - started:.1f} s, "
               f"cluster start {time.monotonic() - prepared:.1f} s")

@@ -7,9 +7,10 @@ Everything is built once into build/flink/ and reused:
 - ``flink_home()``: Flink's own distribution (``bin/``, ``conf/``, ``lib/flink-dist-*.jar``),
   unpacked from PyPI's ``apache-flink`` wheel (scripts, default conf) and
   ``apache-flink-libraries`` (jars), fetched with ``pip download --no-deps``; neither is installed.
-- ``FlinkCluster``: a standalone session cluster, JobManager and TaskManager as two processes
-  started from that distribution (``bin/jobmanager.sh start-foreground``,
-  ``bin/taskmanager.sh start-foreground``) with a private conf dir and free ports.
+- ``FlinkCluster``: a standalone session cluster, a JobManager and one or more TaskManagers as
+  processes started from that distribution (``bin/jobmanager.sh start-foreground``,
+  ``bin/taskmanager.sh start-foreground``) with a private conf dir and free ports; with several
+  TaskManagers (``--taskmanagers 2 --slots 1``) records cross between them as between hosts.
 - ``WorkerPool``: Beam's Python SDK worker pool (``--environment_type=EXTERNAL``), whose SDK
   workers are started with the ``python`` found first on PATH: this interpreter's folder is put
   first, otherwise the workers lack the project's packages and the job hangs until a deadline.
@@ -44,7 +45,8 @@ BOOT_SCRIPT = os.path.join(ROOT, "tools", "flink", "sdk_boot.py")   # the pool's
 
 
 class FlinkCluster:
-    """A standalone Flink session cluster on localhost: one JobManager and one TaskManager process.
+    """A standalone Flink session cluster on localhost: one JobManager and ``taskmanagers`` TaskManager
+    processes of ``slots`` slots each.
 
     Ports are free ones picked at start; the conf, lib, logs and pid files live in ``work_dir`` (a
     new temporary folder by default), never in the distribution, so several clusters can run at once.
@@ -60,16 +62,22 @@ class FlinkCluster:
 
     def __init__(self, work_dir: Optional[str] = None, slots: int = 2, home: Optional[str] = None,
                  jobmanager_memory: str = "1024m", taskmanager_memory: str = "3072m",
-                 runner_lib: Optional[str] = None):
+                 runner_lib: Optional[str] = None, taskmanagers: int = 1):
         self.home = home or flink_home()
         self.runner_lib = runner_lib_jar() if runner_lib is None else runner_lib
         self.work_dir = work_dir or tempfile.mkdtemp(prefix="flink-cluster-")
         self.slots = slots
+        self.taskmanagers_count = taskmanagers
         self.jobmanager_memory = jobmanager_memory
         self.taskmanager_memory = taskmanager_memory
         self.rest_port = self.rpc_port = self.blob_port = None
         self.jobmanager: Optional[subprocess.Popen] = None
-        self.taskmanager: Optional[subprocess.Popen] = None
+        self.taskmanagers: List[subprocess.Popen] = []
+
+    @property
+    def parallelism(self) -> int:
+        """Every slot of every TaskManager: the job's parallelism."""
+        return self.slots * self.taskmanagers_count
 
     @property
     def rest_address(self) -> str:
@@ -98,12 +106,13 @@ class FlinkCluster:
         # number of network buffers". Give the network 512 MB and a smaller managed-memory share.
         config["taskmanager"]["memory"]["network"] = {"min": "512m", "max": "512m"}
         config["taskmanager"]["memory"]["managed"] = {"fraction": "0.25"}
-        config["parallelism"]["default"] = self.slots
+        config["parallelism"]["default"] = self.parallelism
         config["rest"]["port"] = self.rest_port
         # Only free ports, none of Flink's defaults (6123, 8081) that another cluster may hold.
         config["blob"] = {"server": {"port": str(self.blob_port)}}
-        config["taskmanager"]["rpc"] = {"port": f"{free_port()}"}
-        config["taskmanager"]["data"] = {"port": free_port()}
+        # Each TaskManager binds its own: "0" lets every one of them pick a free port.
+        config["taskmanager"]["rpc"] = {"port": "0"}
+        config["taskmanager"]["data"] = {"port": 0}
         config["metrics"] = {"internal": {"query-service": {"port": "0"}}}
         config["io"] = {"tmp": {"dirs": os.path.join(self.work_dir, "tmp")}}
         config["env"]["log"] = {"dir": self.log_dir}
@@ -136,30 +145,38 @@ class FlinkCluster:
             self.jobmanager = subprocess.Popen([os.path.join(self.home, "bin", "jobmanager.sh"), "start-foreground"],
                                                env=env, stdout=out, stderr=subprocess.STDOUT,
                                                stdin=subprocess.DEVNULL, start_new_session=True)
-            self.taskmanager = subprocess.Popen([os.path.join(self.home, "bin", "taskmanager.sh"), "start-foreground"],
-                                                env=env, stdout=out, stderr=subprocess.STDOUT,
-                                                stdin=subprocess.DEVNULL, start_new_session=True)
+            for number in range(self.taskmanagers_count):   # each with log files of its own
+                log_dir = os.path.join(self.log_dir, f"taskmanager-{number}")
+                os.makedirs(log_dir, exist_ok=True)
+                self.taskmanagers.append(subprocess.Popen(
+                    [os.path.join(self.home, "bin", "taskmanager.sh"), "start-foreground"],
+                    env=dict(env, FLINK_LOG_DIR=log_dir), stdout=out, stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL, start_new_session=True))
         finally:
             out.close()
         deadline = time.monotonic() + timeout
         try:
             _wait_for_port(self.rest_port, deadline, self.jobmanager, "Flink JobManager", self.log_dir)
-            while time.monotonic() < deadline:  # the TaskManager has registered its slots
-                for process, what in ((self.jobmanager, "JobManager"), (self.taskmanager, "TaskManager")):
+            while time.monotonic() < deadline:  # every TaskManager has registered its slots
+                processes = [(self.jobmanager, "JobManager")] + [(tm, "TaskManager") for tm in self.taskmanagers]
+                for process, what in processes:
                     if process.poll() is not None:
                         raise RuntimeError(f"Flink {what} exited with {process.returncode}; see {self.log_dir}")
                 with contextlib.suppress(OSError, ValueError):
                     with urllib.request.urlopen(f"http://{self.rest_address}/overview", timeout=2) as response:
-                        if json.load(response).get("slots-total", 0) >= self.slots:
+                        overview = json.load(response)
+                        if (overview.get("taskmanagers", 0) >= self.taskmanagers_count
+                                and overview.get("slots-total", 0) >= self.parallelism):
                             return self
                 time.sleep(0.5)
-            raise RuntimeError(f"the Flink TaskManager did not register in {timeout:.0f} s; see {self.log_dir}")
+            raise RuntimeError(f"the Flink TaskManagers did not register in {timeout:.0f} s; see {self.log_dir}")
         except BaseException:
             self.stop()
             raise
 
     def stop(self) -> None:
-        _stop(self.taskmanager)
+        for taskmanager in self.taskmanagers:
+            _stop(taskmanager)
         _stop(self.jobmanager)
 
     def __enter__(self) -> "FlinkCluster":
@@ -233,7 +250,7 @@ def pipeline_flags(cluster: FlinkCluster, pool: WorkerPool, jar: str) -> List[st
     2 cores: 60 s with 2 workers, 71 s with 1).
     """
     flags = ["--runner=FlinkRunner", f"--flink_master={cluster.rest_address}", f"--flink_job_server_jar={jar}",
-             f"--parallelism={cluster.slots}", "--environment_type=EXTERNAL",
+             f"--parallelism={cluster.parallelism}", "--environment_type=EXTERNAL",
              f"--environment_config={pool.environment_config}"]
     if cluster.runner_lib:
         flags += ["--environment_cache_millis=30000", f"--sdk_worker_parallelism={cluster.slots}"]
@@ -245,7 +262,9 @@ def main(argv: Optional[List[str]] = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("command", choices=["jar", "dist", "up", "run"])
     parser.add_argument("--work_dir", help="conf, logs and pid files of the cluster (default: a new temporary folder)")
-    parser.add_argument("--slots", type=int, default=2, help="TaskManager slots, and the job's parallelism")
+    parser.add_argument("--slots", type=int, default=2, help="slots of each TaskManager (default 2)")
+    parser.add_argument("--taskmanagers", type=int, default=1,
+                        help="TaskManager processes (default 1); the job's parallelism is slots x taskmanagers")
     argv = sys.argv[1:] if argv is None else list(argv)
     split = argv.index("--") if "--" in argv else len(argv)
     args = parser.parse_args(argv[:split])
@@ -259,7 +278,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     jar = job_server_jar()
     # SIGTERM (kill PID, or a background job's only way out) stops the cluster and the pool too.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    with FlinkCluster(args.work_dir, slots=args.slots) as cluster, \
+    with FlinkCluster(args.work_dir, slots=args.slots, taskmanagers=args.taskmanagers) as cluster, \
             WorkerPool(os.path.join(cluster.work_dir, "log", "worker_pool.log")) as pool:
         flags = pipeline_flags(cluster, pool, jar)
         print(f"Flink web UI and REST: http://{cluster.rest_address}  logs: {cluster.log_dir}", file=sys.stderr)
