@@ -256,14 +256,15 @@ def flink_cluster_checks(argv: List[str], where: str) -> None:
         try:
             _parse(lambda: cluster.main(argv), where)
         except _Parsed as parsed:
-            command = parsed.args[0].command
+            command, options = parsed.args[0].command, parsed.args[0]
         else:
             return                                      # --help
     if command != "run":
         if split < len(argv):
             raise CommandError(f"{where}: only `run` takes pipeline options after --")
         return
-    flink = types.SimpleNamespace(rest_address="localhost:8081", slots=2,
+    flink = types.SimpleNamespace(rest_address="localhost:8081", slots=options.slots,
+                                  parallelism=options.slots * options.taskmanagers,
                                   runner_lib="build/flink/beam-flink-1.19-runner-lib-2.70.0.jar")
     pool = types.SimpleNamespace(environment_config="localhost:50000")
     flags = cluster.pipeline_flags(flink, pool, "build/flink/beam-flink-1.19-job-server-2.70.0.jar")
