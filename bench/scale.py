@@ -17,6 +17,11 @@ What is measured
       per role; per-pair time at scale / at 2,000 pairs.
     * The trainer's time to its first step on the outputs of the smallest and the largest pairs
       runs, verification on: from spawn to its "first step done" line; ratio largest / smallest.
+    * With ``--flink_listing_rows R`` and ``--flink_pairs N``: the listing case of R rows and the pairs
+      case of N pairs on a local Flink cluster of two TaskManagers of one slot each (tools/flink), so
+      that every shuffle's records cross between TaskManager processes; each output must be the
+      DirectRunner's dataset byte for byte (tools/compare_outputs.py). Wall time and the TaskManagers'
+      and SDK workers' peak RSS are printed.
 
     Every run reconciles or it fails (the pipeline refuses to publish counts that do not add up). The
     page cache is dropped before each run when this process may (root), so the 100k-pair run, whose
@@ -225,6 +230,61 @@ def _worker_mb(run: dict) -> float:
     return max(run["sdk_worker_mb"], default=0.0)
 
 
+def flink_case(args, copies: Path) -> dict:
+    """The listing and pairs cases on a two-TaskManager Flink cluster, each against the DirectRunner's run."""
+    from tools import compare_outputs
+    from tools.flink import cluster
+    cases = []
+    if args.flink_listing_rows:
+        listing = filtered_listing(copies, args.flink_listing_rows, args.listing_pairs, args.listing_format)
+        cases.append((f"listing_{args.flink_listing_rows}", listing, ["--filter", corpus_copies.FILTER]))
+    if args.flink_pairs:
+        cases.append((f"pairs_{args.flink_pairs}", first_rows(copies, args.flink_pairs), []))
+    results = {}
+    work = args.workdir / "scale" / "flink"
+    shutil.rmtree(work, ignore_errors=True)
+    jar = cluster.job_server_jar()
+    with cluster.FlinkCluster(str(work), slots=1, taskmanagers=2) as flink, \
+            cluster.WorkerPool(str(work / "log" / "worker_pool.log")) as pool:
+        flags = cluster.pipeline_flags(flink, pool, jar)
+        for name, listing, extra in cases:
+            direct_out, flink_out = args.workdir / "scale" / f"{name}_direct", args.workdir / "scale" / f"{name}_flink"
+            log(f"Flink case {name}: the DirectRunner's run, then the same on Flink")
+            direct = pipeline(listing, direct_out, args.workdir / "scale" / f"{name}_direct.log", False, extra)
+            on_flink = pipeline(listing, flink_out, args.workdir / "scale" / f"{name}_flink.log", False,
+                                [*extra, *flags])
+            on_flink["taskmanager_mb"] = _peaks_of(flink.taskmanagers)
+            on_flink["pool_mb"] = _peaks_of([pool.process])
+            on_flink["differences"] = compare_outputs.differences(direct_out, flink_out)
+            results[name] = {"direct": direct, "flink": on_flink}
+            shutil.rmtree(direct_out, ignore_errors=True)
+            shutil.rmtree(flink_out, ignore_errors=True)
+    return results
+
+
+def _peaks_of(processes) -> list[float]:
+    """The peak RSS (VmHWM) of running processes and their descendants, in MB."""
+    found = []
+    for process in processes:
+        for pid in common.process_tree(process.pid):
+            try:
+                status = Path(f"/proc/{pid}/status").read_text()
+            except OSError:
+                continue
+            found += [int(line.split()[1]) / 1024 for line in status.splitlines() if line.startswith("VmHWM:")]
+    return sorted(found, reverse=True)
+
+
+def report_flink(results: dict) -> list[str]:
+    lines = ["on a Flink cluster of two TaskManagers (one slot each) against the DirectRunner:"]
+    for name, runs in results.items():
+        flink = runs["flink"]
+        verdict = "byte-identical" if not flink["differences"] else f"DIFFERENT: {flink['differences'][:3]}"
+        lines.append(f"  {name}: DirectRunner {runs['direct']['seconds']:.1f} s, Flink {flink['seconds']:.1f} s, "
+                     f"{verdict}; TaskManagers' peak RSS {', '.join(f'{mb:.0f}' for mb in flink['taskmanager_mb'])} MB")
+    return lines
+
+
 def report_listing(results: dict) -> list[str]:
     lines = ["listing case (full pipeline, --filter leaves all but the selected rows out):",
              f"  {'rows':>12} {'workers':>7} {'wall s':>16} {'discovery rows/s':>22} {'launcher MB':>16} "
@@ -291,10 +351,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--skip_pairs", action="store_true")
     parser.add_argument("--skip_trainer", action="store_true")
     parser.add_argument("--keep_page_cache", action="store_true", help="do not drop the page cache before runs")
+    parser.add_argument("--flink_listing_rows", type=int, default=0,
+                        help="also run a listing of this many rows on a two-TaskManager Flink cluster "
+                             "(needs java and mvn)")
+    parser.add_argument("--flink_pairs", type=int, default=0, help="also run this many pairs on that cluster")
     parser.add_argument("--json", type=Path, default=None, help="write every run's figures here")
     args = parser.parse_args(argv)
     args.workdir = args.workdir.resolve()
-    copies = pair_copies(args.workdir, max([args.listing_pairs] + ([] if args.skip_pairs else args.pairs)))
+    copies = pair_copies(args.workdir, max([args.listing_pairs, args.flink_pairs] +
+                                           ([] if args.skip_pairs else args.pairs)))
     record: dict = {"machine": {"cores": os.cpu_count()}, "args": {k: str(v) for k, v in vars(args).items()}}
     lines = []
     if not args.skip_listing:
@@ -303,6 +368,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if not args.skip_pairs:
         record["pairs"] = pairs_case(args, copies)
         lines += report_pairs(record["pairs"], args.pairs)
+    if args.flink_listing_rows or args.flink_pairs:
+        record["flink"] = flink_case(args, copies)
+        lines += report_flink(record["flink"])
     print("\n".join(lines))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,5 @@
 """Shared fixtures: one seeded sample corpus and one pipeline run per test session; the tiers' markers."""
 
-import json
 import os
 import subprocess
 import sys
@@ -82,64 +81,12 @@ def object_local_run(object_corpus, tmp_path_factory):
     return out, time.monotonic() - started
 
 
-def manifest_of(out) -> dict:
-    import json
-    return json.loads((out / "manifest.json").read_text())
-
-
-def dataset_dir(out):
-    """The version folder the output's manifest.json names (``out/runs/<run_id>``): shards, stats.json, ..."""
-    return out / manifest_of(out)["data_dir"]
-
-
-def _lines(folder, pattern, roots=None):
-    """The lines of the files matching ``pattern``, sorted; ``roots=(old, new)`` rewrites input paths first."""
-    lines = (line for path in sorted(folder.glob(pattern)) for line in path.read_text().splitlines())
-    return sorted(line.replace(*roots) if roots else line for line in lines)
-
-
-# Published files whose bytes are not a function of the input and options alone: the report shows the
-# run's timing; rejects and class index hold the same lines in the order the runner's bundles gave them;
-# saved_model.pb and fingerprint.pb carry the numeric suffixes TensorFlow gives traced functions (a
-# per-process counter). Everything else in the files table must be byte-identical.
-RUN_DEPENDENT = ("report.html", "rejects/", "class_index/", "transform/transform_fn/saved_model.pb",
-                 "transform/transform_fn/fingerprint.pb")
-# manifest.json entries that name the run rather than the data.
-RUN_ENTRIES = ("options", "versions", "rejects", "class_index", "run_id", "data_dir", "transform_dir",
-               "retained_run_ids", "timing", "files")
-
-
 def assert_same_outputs(expected_dir, actual_dir, input_roots=None):
-    """Two runs of the same options published the same data: every file of the manifest's table byte for
-    byte (shards, stats.json, transform variables and schemas, TFDV statistics), the same counts and
-    splits, and the rejects and class index as sets of lines.
-
-    Rejects and the class index are compared as sets of lines: they are text files
-    whose line order follows the runner's bundles, which differ between runners. When the two runs
-    read the same corpus from two places, ``input_roots=(expected root, actual root)`` names them, and
-    the actual run's reject lines are compared with its root replaced by the expected one.
-    """
-    roots = (input_roots[1], input_roots[0]) if input_roots else None
-    expected, actual = manifest_of(expected_dir), manifest_of(actual_dir)
-    assert {k: v for k, v in actual.items() if k not in RUN_ENTRIES} == \
-        {k: v for k, v in expected.items() if k not in RUN_ENTRIES}
-    assert sorted(actual["files"]) == sorted(expected["files"])
-    expected_data, actual_data = dataset_dir(expected_dir), dataset_dir(actual_dir)
-    for path, entry in expected["files"].items():
-        if not path.startswith(RUN_DEPENDENT):
-            assert actual["files"][path] == entry, path
-            assert (actual_data / path).read_bytes() == (expected_data / path).read_bytes(), path
-    for entry in expected["splits"].values():
-        for shard in entry["shards"]:
-            assert (actual_data / shard["path"]).read_bytes() == (expected_data / shard["path"]).read_bytes(), \
-                shard["path"]
-    if (expected_data / "stats.json").exists():
-        assert json.loads((actual_data / "stats.json").read_text()) == \
-            json.loads((expected_data / "stats.json").read_text())
-    assert _lines(actual_data, "rejects/*", roots) == _lines(expected_data, "rejects/*")
-    assert _lines(actual_data, "class_index/*") == _lines(expected_data, "class_index/*")
-    assert sorted(p.name for p in actual_data.glob("*.tfrecord")) == \
-        sorted(p.name for p in expected_data.glob("*.tfrecord"))
+    """Two runs of the same options published the same data (tools/compare_outputs.py): every file of the
+    manifest's table byte for byte (shards, stats.json, transform variables and schemas, TFDV statistics),
+    the same counts and splits, and the rejects and class index as sets of lines. When the two runs read
+    the same corpus from two places, ``input_roots=(expected root, actual root)`` names them."""
+    assert differences(expected_dir, actual_dir, input_roots) == []
 
 
 def free_port() -> int:
@@ -193,6 +140,8 @@ def classification_run(corpus_dir, tmp_path_factory):
                         "--task", "classification", "--num_classes", NUM_CLASSES, "--balance", "strata")
     return out, completed
 
+
+from tools.compare_outputs import RUN_DEPENDENT, RUN_ENTRIES, dataset_dir, differences, manifest_of  # noqa: E402,F401
 
 # Object-store servers (moto S3, the patched GCS emulator, the fault proxy) and the corpus in their buckets.
 from objstore_fixtures import (gcs_corpus, gcs_faults, gcs_proxy, gcs_store, object_corpus,  # noqa: E402,F401
