@@ -62,12 +62,21 @@ def relative_to(root: str, path: str):
     return None
 
 
+_NOT_PLAIN = re.compile(r"(^|/)\.{1,2}(/|$)|//|/$|^/|^[a-z][a-z0-9+.-]*://", re.IGNORECASE)
+
+
 def resolve_under_root(root: str, path: str) -> Tuple[str, bool]:
     """Resolve a listing entry against the listing's folder.
 
     Returns the full path and whether it stays inside ``root``: an entry with
-    ``..`` that climbs out, or an absolute path elsewhere, is outside.
+    ``..`` that climbs out, or an absolute path elsewhere, is outside. A plain
+    relative path (no ``.`` or ``..`` part, no empty part, no scheme), which is
+    nearly every row of a listing, is joined without normalising it again.
     """
+    if path and root and not _NOT_PLAIN.search(path):
+        root_n = normalise(root).rstrip("/")
+        if root_n and not root_n.endswith("://"):
+            return f"{root_n}/{path}", True
     full = join(root, path)
     return full, relative_to(root, full) is not None
 

@@ -132,3 +132,17 @@ def test_a_fanned_out_glob_names_each_matching_subfolder():
     assert paths.fanned_out("images/cam*/*.png", ["camB", "camA", "other", ".camC"]) == \
         ["images/camA/*.png", "images/camB/*.png"]
     assert paths.fanned_out("*/*", ["b", "a"]) == ["a/*", "b/*"]
+
+
+@pytest.mark.parametrize("root", ["/data/set", "/data/set/", "gs://bucket/set", "s3://b/deep/set", "rel/set", "/"])
+def test_resolving_a_listing_path_fast_gives_what_joining_it_gives(root):
+    """resolve_under_root's plain-path shortcut agrees with join + relative_to on every kind of entry."""
+    import random
+    rng = random.Random(0)
+    parts = ["a", "b.png", "..", ".", "", "c d", "x..y", ".hidden", "images", "gs:", "s3://other/x"]
+    entries = ["images/a.png", "a/b/c.png", "../x.png", "./a.png", "a//b.png", "a/", "/abs/x.png", "a/./b",
+               "gs://bucket/set/a.png", "..", ".", "x..y/z"]
+    entries += ["/".join(rng.choice(parts) for _ in range(rng.randint(1, 4))) for _ in range(400)]
+    for entry in entries:
+        full = paths.join(root, entry)
+        assert paths.resolve_under_root(root, entry) == (full, paths.relative_to(root, full) is not None), entry
