@@ -10,10 +10,10 @@ import apache_beam as beam
 from beam_pipeline.core import layout, paths
 from beam_pipeline.core.balance import growth_refusal
 from beam_pipeline.core.failures import RunFailed, describe_failure
-from beam_pipeline.core.gates import reject_refusal
+from beam_pipeline.core.gates import count_refusal, reject_refusal
 from beam_pipeline.core.selection import SplitSpec
 from beam_pipeline.io import stores
-from beam_pipeline.launcher import launch, watch
+from beam_pipeline.launcher import launch, runners, watch
 from beam_pipeline.launcher.commit import OutputRun
 from beam_pipeline.launcher.config import CorpusConfig
 from beam_pipeline.launcher.options import CorpusOptionsError
@@ -44,6 +44,11 @@ def _reject_refusals(counts, discovered: int, max_fraction: float):
     return [refusal] if refusal else []
 
 
+def _count_refusals(counts, discovered: int, valid: int):
+    refusal = count_refusal(counts, discovered, valid)
+    return [refusal] if refusal else []
+
+
 def build_pipeline(p: beam.Pipeline, config: CorpusConfig, split_spec: SplitSpec, options: dict,
                    versions: dict, temp_dir: str, data_dir: str, shuffle: ShuffleSpec = ShuffleSpec()):
     """Add every step to ``p``, writing into ``data_dir`` (the run's version folder, core/layout.py);
@@ -70,13 +75,17 @@ def build_pipeline(p: beam.Pipeline, config: CorpusConfig, split_spec: SplitSpec
                      | "MergeEarlyOutcomes" >> beam.Flatten()
                      | "EarlyStatusAndReason" >> beam.Map(_status_and_reason)
                      | "CountEarlyOutcomes" >> beam.combiners.Count.PerElement())
-    reject_refusals = ((early_rejects, filtered)
-                       | "WithFilteredCounts" >> beam.Flatten()
-                       # ((status, reason), n) of the inputs filtered out or rejected before writing
-                       | "AllEarlyCounts" >> beam.combiners.ToList()
-                       | "CheckRejectRate" >> beam.FlatMap(_reject_refusals, discovered=beam.pvalue.AsSingleton(
-                           discovered), max_fraction=config.max_reject_fraction))
+    early_counts = ((early_rejects, filtered)
+                    | "WithFilteredCounts" >> beam.Flatten()
+                    # ((status, reason), n) of the inputs filtered out or rejected before writing
+                    | "AllEarlyCounts" >> beam.combiners.ToList())
+    reject_refusals = early_counts | "CheckRejectRate" >> beam.FlatMap(
+        _reject_refusals, discovered=beam.pvalue.AsSingleton(discovered), max_fraction=config.max_reject_fraction)
     # Refusal when more than --max_reject_fraction of the selected inputs were rejected
+    valid_count = valid | "CountValid" >> beam.combiners.Count.Globally()
+    count_refusals = early_counts | "CheckCounts" >> beam.FlatMap(
+        _count_refusals, discovered=beam.pvalue.AsSingleton(discovered), valid=beam.pvalue.AsSingleton(valid_count))
+    # Refusal when discovered != filtered + rejected + valid: inputs lost before writing (a bug)
     if config.compute_stats:
         from beam_pipeline.stages.stats import ComputeStats  # TensorFlow is imported only when it is needed.
         stats, transform_written = unique | "ComputeStats" >> ComputeStats(config.stats_spec(data_dir), temp_dir)
@@ -89,7 +98,7 @@ def build_pipeline(p: beam.Pipeline, config: CorpusConfig, split_spec: SplitSpec
     # ValidPair (train: repeat copies or strata) | float growth of the train split
     growth_refusals = growth | "CheckGrowth" >> beam.FlatMap(_growth_refusals, max_growth=balance.max_growth)
     # Refusal when the growth is above --max_growth
-    refusals = (reject_refusals, growth_refusals) | "MergeRefusals" >> beam.Flatten()
+    refusals = (count_refusals, reject_refusals, growth_refusals) | "MergeRefusals" >> beam.Flatten()
     # Refusal of any gate: then no shard is written and nothing is published
     shards, changed, class_index = balanced | "WriteShards" >> WriteShards(config.write_spec(data_dir), refusals,
                                                                            shuffle)
@@ -126,9 +135,9 @@ def run(argv: Optional[List[str]] = None) -> dict:
         from beam_pipeline.launcher.plan import make_plan
         return {"plan": make_plan(config, launched.split, launched.plan_sample)}
     launch.check_output(config)
-    launch.apply_runner_defaults(argv, launched.options)
-    launch.apply_worker_log_options(argv, launched.options)
-    run_options = dict(config.as_dict(), runner=launch.runner_name(launched.options))
+    runners.apply_runner_defaults(argv, launched.options)
+    runners.apply_worker_log_options(argv, launched.options)
+    run_options = dict(config.as_dict(), runner=runners.runner_name(launched.options))
     started = time.monotonic()
     try:
         store = stores.store_for(config.output, launched.options)
@@ -139,7 +148,7 @@ def run(argv: Optional[List[str]] = None) -> dict:
         _LOG.info("Reading %s (%s, %s) into %s", config.input, config.input_format, config.task, data_dir)
         shuffle, made_for_shuffle = launch.shuffle_spec(launched.options, config, data_dir)
         try:
-            p = beam.Pipeline(runner=launch.runner(launched.options), options=launched.options)
+            p = beam.Pipeline(runner=runners.runner(launched.options), options=launched.options)
             build_pipeline(p, config, launched.split, run_options, launch.package_versions(),
                            launch.temp_dir(launched.options, data_dir), data_dir, shuffle)
             result = watch.run_and_watch(p, launched.options)     # a progress bar, lines, or where to watch

@@ -44,7 +44,7 @@ def render_summary(manifest: dict, output: str) -> str:
             lines += _wrapped(f"  {title}: ", _reasons(table))
     splits = [f"{split} {entry['num_examples']} in {len(entry['shards'])} ({entry['num_bytes'] / 1e6:.1f} MB)"
               for split, entry in sorted(manifest["splits"].items())]
-    lines += _wrapped("splits (records in shards): ", ", ".join(splits))
+    lines += _wrapped("splits (records in shards): ", ", ".join(splits) or "none: no pair was written")
     stats = manifest.get("statistics")
     if stats:
         mean = " ".join(f"{v:.1f}" for v in stats["image_mean"])

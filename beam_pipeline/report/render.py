@@ -195,6 +195,8 @@ def shards_section(report: data.ReportData, limits: data.ReportLimits) -> str:
     shards = data.manifest_shards(report.manifest)
     names = report.class_names
     shown = data.evenly_spaced(shards, limits.max_heatmap_shards)
+    if not shown:                       # every input filtered out or rejected: a dataset of no shard
+        return section("shards", "Class presence per shard", '<p class="note">No shard was written.</p>')
     classes = data.chart_classes(len(names), data.rarest_first(report.manifest), limits.max_chart_classes)
     matrix = [[s.class_images[c] / s.records if s.records else 0.0 for c in classes] for s in shown]
     body = chart(charts.presence_heatmap([s.path for s in shown], matrix, classes, names), "class presence per shard")

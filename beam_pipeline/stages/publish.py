@@ -25,8 +25,9 @@ from apache_beam.transforms.window import GlobalWindows
 
 from beam_pipeline import phases
 from beam_pipeline.core import digests, layout, paths
-from beam_pipeline.core.failures import write_failed
-from beam_pipeline.core.manifest import build_manifest, count_outcomes
+from beam_pipeline.core.failures import RunFailed, write_failed
+from beam_pipeline.core.gates import COUNTS_GATE
+from beam_pipeline.core.manifest import CountsDoNotReconcile, build_manifest, count_outcomes
 from beam_pipeline.core.records import FILTERED, Outcome, Refusal
 from beam_pipeline.io import files, streams
 from beam_pipeline.stages.specs import PublishSpec
@@ -84,11 +85,14 @@ def joined_file(prefix: str) -> str:
 
 
 def read_result(data_dir: str) -> dict:
-    """The pending manifest a finished job left in ``data_dir``; raises RunRefused when the run was refused."""
+    """The pending manifest a finished job left in ``data_dir``; raises RunRefused when a gate refused the
+    run, RunFailed when its counts did not reconcile."""
     pending = paths.join(data_dir, layout.PENDING_MANIFEST)
     if not files.exists(pending):
-        refusal = files.read_json(paths.join(data_dir, layout.REFUSAL))
-        raise RunRefused(Refusal(**refusal))
+        refusal = Refusal(**files.read_json(paths.join(data_dir, layout.REFUSAL)))
+        if refusal.gate == COUNTS_GATE:
+            raise RunFailed(refusal.message)
+        raise RunRefused(refusal)
     return files.read_json(pending)
 
 
@@ -107,7 +111,14 @@ class FinalizeFn(beam.DoFn):
             files.write_bytes(paths.join(self._spec.data_dir, layout.REFUSAL),
                               files.json_bytes(dataclasses.asdict(refusals[0])))
         else:
-            yield self._finalize(shards, counts, discovered, reject_parts, stats[0] if stats else None, index_parts)
+            try:
+                yield self._finalize(shards, counts, discovered, reject_parts, stats[0] if stats else None,
+                                     index_parts)
+            except CountsDoNotReconcile as error:      # a bug, reported as one line: nothing is published
+                files.write_bytes(paths.join(self._spec.data_dir, layout.REFUSAL), files.json_bytes(
+                    dataclasses.asdict(Refusal(COUNTS_GATE, f"the counts do not reconcile at PublishOutputs: {error}. "
+                                                            "Nothing was published. This is a bug, not bad input: "
+                                                            "please report it with the run's log"))))
 
     def _finalize(self, shards, counts, discovered, reject_parts, stats, index_parts) -> str:
         spec = self._spec

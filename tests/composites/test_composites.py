@@ -191,3 +191,25 @@ def test_records_through_files_are_the_records_beam_moves(tmp_path):
         assert_that(held | "HeldKeys" >> beam.Map(lambda r: r.key), equal_to([r.key for r in records]),
                     label="Held")
     assert [path for path in folder.rglob("*") if path.is_file()] == []
+
+
+def test_counts_that_do_not_reconcile_at_publishing_end_the_run_with_one_line(tmp_path):
+    """PublishOutputs fed inputs whose counts do not add up (ten discovered, nothing accounted for) leaves
+    no pending manifest, and the launcher's read of the result is one RunFailed line naming the counts."""
+    from beam_pipeline.core.failures import RunFailed
+    from beam_pipeline.stages.publish import PublishOutputs, read_result
+    from beam_pipeline.stages.specs import PublishSpec
+    data_dir = tmp_path / "runs" / "v"
+    with TestPipeline() as p:
+        nothing = p | "Nothing" >> beam.Create([])
+        discovered = p | "Discovered" >> beam.Create([10])
+        _ = ((nothing, p | "NoOutcomes" >> beam.Create([]), p | "NoFiltered" >> beam.Create([]), discovered,
+              p | "NoStats" >> beam.Create([]), p | "NoIndex" >> beam.Create([]), p | "NoTransform" >> beam.Create([]),
+              p | "NoRefusals" >> beam.Create([]))
+             | PublishOutputs(PublishSpec(str(data_dir), "segmentation", num_classes=2), {}, {}))
+    assert not (data_dir / "_pending_manifest.json").exists()
+    with pytest.raises(RunFailed) as raised:
+        read_result(str(data_dir))
+    message = str(raised.value)
+    assert message.startswith("the counts do not reconcile at PublishOutputs: discovered 10 but accounted for 0")
+    assert "\n" not in message and "Nothing was published" in message

@@ -18,7 +18,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, S3Options
 from apache_beam.testing.util import assert_that, equal_to
 
 from beam_pipeline.io import folders
-from beam_pipeline.launcher import launch
+from beam_pipeline.launcher import launch, runners
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ENDPOINT = "http://options-reached-the-worker.invalid:9"
@@ -50,7 +50,7 @@ def test_sdk_worker_processes_get_the_pipeline_options(monkeypatch):
     options = PipelineOptions(["--s3_endpoint_url", ENDPOINT, "--direct_running_mode", "multi_processing",
                                "--direct_num_workers", "2"])
     pids = []
-    with beam.Pipeline(runner=launch.runner(options), options=options) as p:
+    with beam.Pipeline(runner=runners.runner(options), options=options) as p:
         seen = (p | beam.Create(range(8)) | beam.Reshuffle() | beam.ParDo(EndpointSeenFn()))
         assert_that(seen | "Endpoints" >> beam.Map(lambda pair: pair[0]) | beam.Distinct(), equal_to([ENDPOINT]))
         pids = seen | "Pids" >> beam.Map(lambda pair: pair[1])

@@ -199,14 +199,14 @@ def test_level_from_the_command_line(argv, level):
 def test_worker_log_options_follow_log_level_unless_given():
     from apache_beam.options.pipeline_options import PipelineOptions, WorkerOptions
 
-    from beam_pipeline.launcher import launch
+    from beam_pipeline.launcher import runners
     quiet = PipelineOptions([])
-    launch.apply_worker_log_options([], quiet)
+    runners.apply_worker_log_options([], quiet)
     assert quiet.view_as(WorkerOptions).default_sdk_harness_log_level == "ERROR"
     assert quiet.view_as(WorkerOptions).sdk_harness_log_level_overrides == {"beam_pipeline": "INFO"}
     argv = ["-v", "--default_sdk_harness_log_level=WARNING"]
     mine = PipelineOptions(argv)
-    launch.apply_worker_log_options(argv, mine)
+    runners.apply_worker_log_options(argv, mine)
     assert mine.view_as(WorkerOptions).default_sdk_harness_log_level == "WARNING"
     assert mine.view_as(WorkerOptions).sdk_harness_log_level_overrides == {"beam_pipeline": "DEBUG"}
 

@@ -7,13 +7,15 @@ Expected counts and reasons are fixed here from the sample corpus's design
 import hashlib
 import io
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
 from PIL import Image
 
-from conftest import NUM_CLASSES, dataset_dir, run_cli
+from conftest import NUM_CLASSES, ROOT, dataset_dir, run_cli
 
 VALID_PAIRS = 240
 MANIFEST_ROWS = 252
@@ -250,3 +252,17 @@ def test_existing_output_needs_overwrite(seg, corpus_dir):
                         "--num_classes", NUM_CLASSES, check=False)
     assert completed.returncode == 2
     assert "--overwrite" in completed.stderr
+
+
+def test_a_selection_that_keeps_nothing_publishes_a_dataset_of_no_shard(corpus_dir, tmp_path):
+    """Every row filtered out but the one outside the root (rejected): the counts add up, the report and
+    the summary say there is no shard, and verify passes."""
+    completed = run_cli("--input", corpus_dir / "segmentation" / "manifest.csv", "--output", tmp_path,
+                        "--num_classes", NUM_CLASSES, "--filter", "source == 'nowhere'", "--max_reject_fraction", 1)
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert manifest["counts"]["written"] == 0 and manifest["splits"] == {}
+    assert manifest["counts"]["discovered"] == 252 and manifest["counts"]["filtered_out"]["total"] == 251
+    assert "splits (records in shards): none: no pair was written" in completed.stdout
+    assert "No shard was written." in (dataset_dir(tmp_path) / "report.html").read_text()
+    assert subprocess.run([sys.executable, "-m", "beam_pipeline.verify", str(tmp_path)], cwd=ROOT,
+                          capture_output=True, timeout=300).returncode == 0

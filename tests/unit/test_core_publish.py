@@ -12,7 +12,7 @@ import pytest
 
 from beam_pipeline.core import digests, layout, locking
 from beam_pipeline.core.failures import describe_failure, write_failed
-from beam_pipeline.core.gates import reject_refusal
+from beam_pipeline.core.gates import COUNTS_GATE, count_refusal, reject_refusal
 
 
 def test_run_ids_sort_by_start_time_and_are_recognised():
@@ -73,6 +73,17 @@ def test_reject_gate_refuses_above_the_fraction_and_names_the_top_reasons():
 def test_reject_gate_threshold(rejected, selected, fraction, refused):
     counts = [(("rejected", "truncated"), rejected)] if rejected else []
     assert (reject_refusal(counts, selected, fraction) is not None) == refused
+
+
+def test_counts_that_add_up_pass_and_counts_that_do_not_name_what_is_missing():
+    counts = [(("filtered", "filter_expression"), 2_803_040), (("rejected", "missing_file"), 10)]
+    assert count_refusal(counts, discovered=2_803_751, valid=701) is None
+    refusal = count_refusal(counts, discovered=3_000_000, valid=701)
+    assert refusal.gate == COUNTS_GATE
+    assert refusal.message.startswith("the counts do not reconcile before writing (at CheckCounts): 3,000,000 "
+                                      "inputs discovered, but 2,803,040 filtered out, 10 rejected and 701 valid "
+                                      "make 2,803,751; +196,249 between discovery and validation.")
+    assert "Nothing was written or published" in refusal.message
 
 
 def test_our_write_errors_name_the_file_and_cause():

@@ -192,7 +192,7 @@ def pipeline_launch_checks(argv: List[str], where: str) -> None:
     from apache_beam.runners.runner import create_runner
 
     from beam_pipeline.launcher.config import to_config
-    from beam_pipeline.launcher.launch import check_worker_paths
+    from beam_pipeline.launcher.runners import check_worker_paths
     from beam_pipeline.launcher.options import CorpusOptionsError, help_parser
 
     if "--help" in argv or "-h" in argv:

@@ -1,0 +1,153 @@
+"""The runner of a run: its defaults and choice, the DirectRunner's engine built as this pipeline needs it,
+and the checks that the runner's workers can reach the run's paths.
+
+Every mistake found here stops the run with one clear line (CorpusOptionsError) before anything is
+submitted; core/runners.py says, without Beam, where a runner's workers run.
+"""
+
+import dataclasses
+import logging
+import os
+from typing import List
+
+from apache_beam.options.pipeline_options import (DirectOptions, FlinkRunnerOptions, GoogleCloudOptions,
+                                                  JobServerOptions, PipelineOptions, PortableOptions,
+                                                  SparkRunnerOptions, StandardOptions, WorkerOptions)
+
+from beam_pipeline import console
+from beam_pipeline.core import paths, runners
+from beam_pipeline.launcher.config import CorpusConfig
+from beam_pipeline.launcher.options import CorpusOptions, CorpusOptionsError
+
+_LOG = logging.getLogger(__name__)
+
+
+def apply_runner_defaults(argv: List[str], options: PipelineOptions) -> None:
+    """On the DirectRunner use every core: one SDK worker process per core.
+
+    Worker processes cost more to start than threads, but each pair costs
+    less, because the Python parts of validation and writing no longer share
+    one GIL (measured: docs/running.md, "The command and the default runner"). Large corpora are what this pipeline is for.
+    """
+    if not is_direct(options):
+        return
+    direct = options.view_as(DirectOptions)
+    if not any(arg.startswith("--direct_num_workers") for arg in argv):
+        direct.direct_num_workers = os.cpu_count() or 1
+    if not any(arg.startswith("--direct_running_mode") for arg in argv):
+        direct.direct_running_mode = "multi_processing"
+
+
+def apply_worker_log_options(argv: List[str], options: PipelineOptions) -> None:
+    """Set Beam's SDK harness log options from --log_level, unless the command line sets them itself.
+
+    They travel with the job, so remote workers log (and send) only what --log_level shows;
+    the DirectRunner's workers get them when the runner is given the pipeline options
+    (console.worker_log_options says which).
+    """
+    worker = options.view_as(WorkerOptions)
+    for name, value in console.worker_log_options(options.view_as(CorpusOptions).log_level).items():
+        if not any(arg == f"--{name}" or arg.startswith(f"--{name}=") for arg in argv):
+            setattr(worker, name, value)
+
+
+def is_direct(options: PipelineOptions) -> bool:
+    return options.view_as(StandardOptions).runner in (None, "DirectRunner", "direct")
+
+
+def runner_name(options: PipelineOptions) -> str:
+    return options.view_as(StandardOptions).runner or "DirectRunner"
+
+
+def runner(options: PipelineOptions):
+    """The DirectRunner's batch engine, used directly for the default runner; None lets Beam choose.
+
+    Beam's DirectRunner first tries to download and start the Prism runner, which
+    fails without internet access; FnApiRunner is what it then falls back to. It is
+    built as the DirectRunner builds it, with the pipeline options in its provision
+    info: without them every SDK worker process starts with empty options, and
+    options such as the S3 endpoint and credentials never reach the workers' filesystems.
+    """
+    if not is_direct(options):
+        return None
+    from apache_beam.portability.api import beam_provision_api_pb2
+    from apache_beam.runners.portability.fn_api_runner import FnApiRunner, fn_runner
+    from apache_beam.runners.portability.portable_runner import JobServiceHandle
+    send_bundles_by_size()
+    encoded = JobServiceHandle.encode_pipeline_options(options.get_all_options())
+    return FnApiRunner(provision_info=fn_runner.ExtendedProvisionInfo(
+        beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded)))
+
+
+def send_bundles_by_size() -> None:
+    """Make the DirectRunner's engine flush the data it sends a worker from the writing thread only.
+
+    FnApiRunner builds its data servicer with ``worker_handlers.DATA_BUFFER_TIME_LIMIT_MS`` (1000 in
+    Beam 2.70), so every stream it writes a bundle's input into is a
+    ``TimeBasedBufferingClosableOutputStream`` whose thread flushes it every second. That flush hands
+    the buffer on and then empties it under a lock that ``write()`` never takes: a chunk the runner
+    writes meanwhile is thrown away, and the worker finishes the bundle without it and without an error
+    (apache_beam/runners/worker/data_plane.py). It struck when writing one bundle's input took over a
+    second: 3M filtered-out listing rows lost 32,364 to 978,684 of their counts in 15 of 21 runs
+    (docs/scale.md). With 0 the streams are flushed by size, in the writing thread; the embedded
+    (multi_threading) workers read the same constant.
+    """
+    from apache_beam.runners.portability.fn_api_runner import worker_handlers
+    if not hasattr(worker_handlers, "DATA_BUFFER_TIME_LIMIT_MS"):   # a Beam without it: nothing to mend here
+        _LOG.warning("Beam's FnApiRunner has no DATA_BUFFER_TIME_LIMIT_MS any more: check send_bundles_by_size")
+        return
+    worker_handlers.DATA_BUFFER_TIME_LIMIT_MS = 0
+
+
+def absolute_local_paths(config: CorpusConfig, options: PipelineOptions) -> CorpusConfig:
+    """On another runner, relative local --input/--output become absolute.
+
+    The workers of another runner need not share the launcher's working directory (a Flink
+    TaskManager's SDK workers run where their worker pool was started), and a relative path there
+    would name other files. URLs (gs://, s3://) and absolute paths are left as they are.
+    """
+    if is_direct(options):
+        return config
+
+    def absolute(path: str) -> str:
+        return path if paths.is_absolute(path) else os.path.abspath(path)
+    return dataclasses.replace(config, input=absolute(config.input), output=absolute(config.output))
+
+
+def check_worker_paths(options: PipelineOptions, config: CorpusConfig) -> None:
+    """Refuse local paths when the workers run elsewhere: they would fail late, or write nowhere.
+
+    Also refuse a remote Flink cluster whose TaskManagers could not fetch the job's staged artifacts.
+    """
+    standard = options.view_as(StandardOptions)
+    portable = options.view_as(PortableOptions)
+    cloud = options.view_as(GoogleCloudOptions)
+    flink = options.view_as(FlinkRunnerOptions)
+    where = runners.placement(
+        standard.runner, flink_master=flink.flink_master,
+        spark_master_url=options.view_as(SparkRunnerOptions).spark_master_url,
+        job_endpoint=portable.job_endpoint, environment_type=portable.environment_type,
+        environment_config=portable.environment_config,
+        external_service_address=portable.lookup_environment_option("external_service_address"))
+    if where.remote and not cloud.temp_location:
+        raise CorpusOptionsError(
+            f"--temp_location is required with {standard.runner}: {where.reason}, so Beam and tf.Transform "
+            "need a temporary folder they can all reach, e.g. gs://BUCKET/tmp")
+    problem = runners.transform_output_problem(where, config.output, cloud.temp_location, config.compute_stats,
+                                               config.allow_local_paths)
+    if problem:
+        raise CorpusOptionsError(problem)
+    named = {"input": config.input, "output": config.output, "temp_location": cloud.temp_location,
+             "staging_location": cloud.staging_location}
+    unreachable = [] if config.allow_local_paths else runners.unreachable_local_paths(where, named)
+    if unreachable:
+        raise CorpusOptionsError(
+            f"{standard.runner}: {where.reason}, so they cannot reach the local path(s) "
+            f"{', '.join(unreachable)}; use gs:// or s3:// paths, or --allow_local_paths when every "
+            "worker mounts this filesystem at the same place")
+    problem = runners.artifact_staging_problem(
+        standard.runner, flink_master=flink.flink_master, submit_uber_jar=flink.flink_submit_uber_jar,
+        artifacts_dir=options.view_as(JobServerOptions).artifacts_dir,
+        allow_local_paths=config.allow_local_paths)
+    if problem:
+        raise CorpusOptionsError(f"{standard.runner}: {problem}")
