@@ -29,11 +29,15 @@ class _FilteredCounts:
 
     def __init__(self):
         self._counts: Dict[Tuple[str, str], int] = {}
+        self._counters: Dict[Tuple[str, str], counters.ProgressCounter] = {}
 
     def add(self, outcome: Outcome) -> None:
         key = (outcome.status, outcome.reason)
         self._counts[key] = self._counts.get(key, 0) + 1
-        counters.counter("SelectSubset", f"{outcome.status}_{outcome.reason}").inc()
+        counter = self._counters.get(key)
+        if counter is None:
+            counter = self._counters[key] = counters.counter("SelectSubset", f"{outcome.status}_{outcome.reason}")
+        counter.inc()
 
     def emit(self):
         counts, self._counts = self._counts, {}
