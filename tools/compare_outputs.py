@@ -9,8 +9,8 @@ function of the input and options alone (RUN_DEPENDENT): the report shows the ru
 rejects and the class index hold the same lines in an order that follows the runner's bundles (they
 are compared as sorted lines); saved_model.pb and fingerprint.pb carry the numeric suffixes
 TensorFlow gives traced functions (a per-process counter). The manifest must be equal but for the
-entries that name the run (RUN_ENTRIES). When the two runs read the same corpus from two places,
-``input_roots=(expected root, actual root)`` names them, and the actual run's reject lines are
+entries that name the run or say how it got there (RUN_ENTRIES: the lineage counts cached verdicts).
+When the two runs read the same corpus from two places, ``input_roots=(expected root, actual root)`` names them, and the actual run's reject lines are
 compared with its root replaced by the expected one.
 """
 
@@ -22,7 +22,7 @@ from typing import List, Optional, Sequence, Tuple
 RUN_DEPENDENT = ("report.html", "rejects/", "class_index/", "transform/transform_fn/saved_model.pb",
                  "transform/transform_fn/fingerprint.pb")
 RUN_ENTRIES = ("options", "versions", "rejects", "class_index", "run_id", "data_dir", "transform_dir",
-               "retained_run_ids", "timing", "files")
+               "retained_run_ids", "timing", "files", "lineage")
 
 
 def manifest_of(out: Path) -> dict:

@@ -21,6 +21,7 @@ from beam_pipeline.core import paths
 DATASET_MANIFEST = "manifest.json"          # written last: a reader that sees it sees a complete dataset
 LOCK = "_lock.json"                         # the lock record of the run that holds the output
 RUNS_DIR = "runs"                           # one folder per version: runs/<run_id>/
+CACHE_DIR = "cache"                         # the verdict cache by default (--cache_dir; docs/cache.md)
 
 # Inside a version folder (paths relative to it):
 STATS = "stats.json"
@@ -53,6 +54,11 @@ def is_run_id(name: str) -> bool:
 
 def runs_dir(output: str) -> str:
     return paths.join(output, RUNS_DIR)
+
+
+def cache_dir(output: str) -> str:
+    """Where the verdict cache of ``output`` lives without --cache_dir: beside the versions, kept by every commit."""
+    return paths.join(output, CACHE_DIR)
 
 
 def version_dir(output: str, run_id: str) -> str:

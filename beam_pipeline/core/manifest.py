@@ -119,7 +119,8 @@ def statistics_summary(stats: Optional[dict]) -> Optional[dict]:
 def build_manifest(*, task: str, num_classes: int, ignore_label, class_names, shards: List[dict],
                    outcome_counts: Dict[str, Dict[str, int]], discovered: int, options: dict,
                    versions: Dict[str, str], rejects_files: List[str], stats: Optional[dict] = None,
-                   balance: Optional[dict] = None, class_index_files: Iterable[str] = ()) -> dict:
+                   balance: Optional[dict] = None, class_index_files: Iterable[str] = (),
+                   lineage: Optional[dict] = None) -> dict:
     """The manifest as a JSON-ready dict; raises CountsDoNotReconcile when the books do not balance."""
     splits = summarise_splits(shards, task, num_classes)
     filtered = outcome_counts.get(FILTERED, {})
@@ -153,6 +154,20 @@ def build_manifest(*, task: str, num_classes: int, ignore_label, class_names, sh
         "rejects": sorted(rejects_files),
         "options": options,
         "versions": versions,
+        "lineage": lineage or lineage_summary({}, None),
+    }
+
+
+def lineage_summary(settled: Dict[str, int], cache_folder: Optional[str]) -> dict:
+    """How the run's selected pairs were settled (ValidatePairs: ``validated`` afresh, ``from_cache`` on
+    their files' versions, ``rehashed``: from the cache after their bytes were hashed) and the cache it
+    used; the launcher adds ``parent_run_id``, the version the output held before (docs/cache.md)."""
+    return {
+        "validated": settled.get("validated", 0),
+        "from_cache": settled.get("from_cache", 0),
+        "rehashed": settled.get("rehashed", 0),
+        "cache": None if cache_folder is None else {"folder": cache_folder,
+                                                     "fingerprint": cache_folder.rstrip("/").rsplit("/", 1)[-1]},
     }
 
 

@@ -127,7 +127,8 @@ class OutputRun:
                         transform_dir=(paths.join(layout.data_dir_entry(self.run_id), layout.TRANSFORM_DIR)
                                        if manifest.get("statistics") else None),
                         retained_run_ids=kept_versions(self._previous)[:self.keep_versions], timing=timing,
-                        files=table)
+                        files=table, lineage=dict(manifest.get("lineage") or {},
+                                                  parent_run_id=(self._previous or {}).get("run_id")))
         table.update(self._write_report(manifest))
         manifest["files"] = dict(sorted(table.items()))
         phases.reached(phases.PUBLISH_REPORT)

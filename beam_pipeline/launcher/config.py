@@ -9,14 +9,15 @@ from typing import Optional, Tuple
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from beam_pipeline.core import paths
+from beam_pipeline.core import layout, paths
 from beam_pipeline.core.checks import Limits
 from beam_pipeline.core.filter_expr import FilterExpression, parse_filter
 from beam_pipeline.core.gates import DEFAULT_MAX_REJECT_FRACTION
 from beam_pipeline.core.selection import SplitSpec, parse_split
+from beam_pipeline.core.verdicts import fingerprint
 from beam_pipeline.launcher.options import CorpusOptions, CorpusOptionsError, csv_list
-from beam_pipeline.stages.specs import (CLASS_FOLDERS, LISTING, PAIRED, BalanceSpec, CheckSpec, DiscoverSpec,
-                                        PublishSpec, SelectSpec, StatsSpec, WriteSpec)
+from beam_pipeline.stages.specs import (CLASS_FOLDERS, LISTING, PAIRED, BalanceSpec, CacheSpec, CheckSpec,
+                                        DiscoverSpec, PublishSpec, SelectSpec, StatsSpec, WriteSpec)
 
 LISTING_SUFFIXES = (".csv", ".jsonl", ".json", ".parquet")
 INPUT_FORMAT_ALIASES = {"manifest": LISTING}     # the command line's older name for a listing file
@@ -52,6 +53,10 @@ class CorpusConfig:
     max_reject_fraction: float = DEFAULT_MAX_REJECT_FRACTION
     keep_versions: int = 1                  # earlier versions kept after a commit, for readers mid-epoch
     shuffle: str = "auto"                   # auto | beam | files (stages/shuffle.py; launch.shuffle_spec)
+    use_cache: bool = True                  # the verdict cache (docs/cache.md); False: --no_cache
+    cache_dir: Optional[str] = None         # None: OUTPUT/cache
+    revalidate: bool = False
+    cache_audit: float = 0.0
 
     @property
     def num_classes(self) -> int:
@@ -81,6 +86,22 @@ class CorpusConfig:
         return CheckSpec(task=self.task, limits=self.limits, class_names=self.class_names,
                          max_file_bytes=self.max_file_bytes, sample_points_per_class=self.sample_points_per_class)
 
+    @property
+    def cache_root(self) -> Optional[str]:
+        """The verdict cache's folder (every fingerprint's under it), or None with --no_cache."""
+        if not self.use_cache:
+            return None
+        return self.cache_dir or layout.cache_dir(self.output)
+
+    def cache_spec(self, run_id: str, versions: dict) -> CacheSpec:
+        """The cache this run reads and writes: the folder of the fingerprint of its check options and decoders."""
+        if self.cache_root is None:
+            return CacheSpec()
+        options = dataclasses.asdict(self.check_spec())
+        options.pop("max_file_bytes")            # a file too large is never kept: the limit changes no verdict
+        folder = paths.join(self.cache_root, fingerprint(options, versions))
+        return CacheSpec(folder=folder, run_id=run_id, revalidate=self.revalidate, audit=self.cache_audit)
+
     def stats_spec(self, data_dir: str) -> StatsSpec:
         """``data_dir``: this run's version folder (core/layout.py)."""
         return StatsSpec(data_dir=data_dir, task=self.task, num_classes=self.num_classes,
@@ -92,10 +113,10 @@ class CorpusConfig:
     def write_spec(self, data_dir: str) -> WriteSpec:
         return WriteSpec(data_dir=data_dir, check=self.check_spec(), target_shard_bytes=self.target_shard_bytes)
 
-    def publish_spec(self, data_dir: str) -> PublishSpec:
+    def publish_spec(self, data_dir: str, cache: CacheSpec = CacheSpec()) -> PublishSpec:
         return PublishSpec(data_dir=data_dir, task=self.task, num_classes=self.num_classes,
                            ignore_label=self.limits.ignore_label, class_names=self.class_names,
-                           balance=self.balance_spec())
+                           balance=self.balance_spec(), cache_folder=cache.folder)
 
 
 def _fail(message: str):
@@ -162,6 +183,8 @@ def to_config(opts: PipelineOptions) -> CorpusConfig:
         _fail(f"--max_growth must be at least 1, got {o.max_growth}")
     if not 0.0 <= o.max_reject_fraction <= 1.0:
         _fail(f"--max_reject_fraction must be between 0 and 1, got {o.max_reject_fraction}")
+    if not 0.0 <= o.cache_audit <= 1.0:
+        _fail(f"--cache_audit must be between 0 and 1, got {o.cache_audit}")
     if o.keep_versions < 0:
         _fail(f"--keep_versions must be 0 or more, got {o.keep_versions}")
     formats = tuple(f.lower() for f in csv_list(o.image_formats))
@@ -201,6 +224,10 @@ def to_config(opts: PipelineOptions) -> CorpusConfig:
         max_reject_fraction=o.max_reject_fraction,
         keep_versions=o.keep_versions,
         shuffle=o.shuffle,
+        use_cache=o.use_cache,
+        cache_dir=o.cache_dir.rstrip("/") if o.cache_dir else None,
+        revalidate=o.revalidate,
+        cache_audit=o.cache_audit,
     )
 
 

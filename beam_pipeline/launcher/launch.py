@@ -27,7 +27,7 @@ from beam_pipeline.stages.specs import CLASS_FOLDERS, LISTING, ShuffleSpec
 
 DEFAULT_HASH_SPLIT = "train=0.8,val=0.1,test=0.1"
 VERSIONED_PACKAGES = ("apache-beam", "pillow", "numpy", "pyarrow", "protobuf", "tensorflow-transform",
-                      "tensorflow", "tfx-bsl")
+                      "tensorflow", "tfx-bsl", "imagecodecs", "simplejpeg")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -170,6 +170,26 @@ class CorpusOptions(PipelineOptions):
                  "memory, and with files its memory stays flat however many pairs there are. beam: Beam's "
                  "own shuffles, right where the runner keeps shuffled data on disk (Dataflow, Flink). auto "
                  "(default): files on the DirectRunner, beam on any other runner. The outputs are the same.")
+        cache = parser.add_argument_group("verdict cache (docs/cache.md)")
+        cache.add_argument(
+            "--cache_dir", default=None,
+            help="Where the verdict cache lives: every validated pair's verdict and summary, keyed by its files' "
+                 "content and the options that change a check, so that a later run reuses them instead of decoding "
+                 "the pair again (a run on a grown corpus, a re-run after a kill). Default OUTPUT/cache, which "
+                 "re-running the same command with --overwrite uses with no new flag. Local, gs:// or s3://; one "
+                 "cache per output.")
+        cache.add_argument(
+            "--no_cache", dest="use_cache", action="store_false", default=True,
+            help="Validate every pair afresh, and neither read nor write the verdict cache.")
+        cache.add_argument(
+            "--revalidate", action="store_true", default=False,
+            help="Read and hash every selected file, and reuse a cached verdict only for the very same bytes: for "
+                 "files changed in ways their size, modification time, inode and ctime (or object generation, "
+                 "ETag) do not show. Costs a read of every file, not a decode.")
+        cache.add_argument(
+            "--cache_audit", type=float, default=0.0,
+            help="The share (0..1) of cache hits whose files are read and hashed all the same, drawn anew each run, "
+                 "as a sampled check of the pre-key. Default 0.")
         output = parser.add_argument_group("console")
         console.add_log_level_arguments(output)
         output.add_argument(

@@ -14,6 +14,7 @@ from beam_pipeline.core.gates import count_refusal, reject_refusal
 from beam_pipeline.core.selection import SplitSpec
 from beam_pipeline.io import stores
 from beam_pipeline.launcher import launch, runners, watch
+from beam_pipeline.launcher.cache import claim_cache, collect_cache
 from beam_pipeline.launcher.commit import OutputRun
 from beam_pipeline.launcher.config import CorpusConfig
 from beam_pipeline.launcher.options import CorpusOptionsError
@@ -22,9 +23,8 @@ from beam_pipeline.stages.counters import SHUFFLE, counter_total
 from beam_pipeline.stages.discover import ReadCorpus
 from beam_pipeline.stages.publish import PublishOutputs, read_result
 from beam_pipeline.stages.select import SelectSubset
-from beam_pipeline.stages.shuffle import SpreadOverWorkers
 from beam_pipeline.stages.validate import DeduplicatePairs, ValidatePairs
-from beam_pipeline.stages.specs import ShuffleSpec
+from beam_pipeline.stages.specs import CacheSpec, ShuffleSpec
 from beam_pipeline.stages.write import WriteShards
 
 _LOG = logging.getLogger("beam_pipeline.pipeline")    # the name it had before the launcher/ folder
@@ -50,9 +50,11 @@ def _count_refusals(counts, discovered: int, valid: int):
 
 
 def build_pipeline(p: beam.Pipeline, config: CorpusConfig, split_spec: SplitSpec, options: dict,
-                   versions: dict, temp_dir: str, data_dir: str, shuffle: ShuffleSpec = ShuffleSpec()):
+                   versions: dict, temp_dir: str, data_dir: str, shuffle: ShuffleSpec = ShuffleSpec(),
+                   cache: CacheSpec = CacheSpec()):
     """Add every step to ``p``, writing into ``data_dir`` (the run's version folder, core/layout.py);
-    records cross the shuffles as ``shuffle`` says (stages/shuffle.py).
+    records cross the shuffles as ``shuffle`` says (stages/shuffle.py), and verdicts are reused from and
+    kept in ``cache`` (docs/cache.md).
 
     Returns the PCollection holding the pending manifest's path (beam_pipeline/stages/publish.py).
     """
@@ -65,10 +67,10 @@ def build_pipeline(p: beam.Pipeline, config: CorpusConfig, split_spec: SplitSpec
     # int: every discovered input
     selected, dropped, filtered = refs | "SelectSubset" >> SelectSubset(config.select_spec(split_spec), shuffle)
     # PairRef with split | rejected Outcome | ((FILTERED, reason), n): the inputs filtered out, counted
-    spread = selected | "SpreadOverWorkers" >> SpreadOverWorkers(shuffle)
-    # PairRef, redistributed so that validation runs on every worker
-    valid, invalid = spread | "ValidatePairs" >> ValidatePairs(config.check_spec())
-    # ValidPair | rejected Outcome
+    valid, invalid, settled = selected | "ValidatePairs" >> ValidatePairs(config.check_spec(), cache, shuffle)
+    # ValidPair | rejected Outcome | (how, n): pairs validated afresh, reused from the cache, reused after a hash
+    lineage = settled | "CountSettled" >> beam.CombinePerKey(sum)
+    # (how, n) for the whole run
     unique, duplicates = valid | "DeduplicatePairs" >> DeduplicatePairs(shuffle)
     # ValidPair (one per content) | duplicate Outcome
     early_rejects = ((unpaired, dropped, invalid)
@@ -107,8 +109,8 @@ def build_pipeline(p: beam.Pipeline, config: CorpusConfig, split_spec: SplitSpec
                 | "MergeOutcomes" >> beam.Flatten())
     # Outcome: everything discovered and not written, but the inputs filtered out (counted in ``filtered``)
     real_stats = stats | "DropEmptyStats" >> beam.Filter(bool)
-    return ((shards, outcomes, filtered, discovered, real_stats, class_index, transform_written, refusals)
-            | "PublishOutputs" >> PublishOutputs(config.publish_spec(data_dir), options, versions))
+    return ((shards, outcomes, filtered, discovered, real_stats, class_index, transform_written, refusals, lineage)
+            | "PublishOutputs" >> PublishOutputs(config.publish_spec(data_dir, cache), options, versions))
 
 
 def step_files(data_dir: str) -> Dict[str, str]:
@@ -147,14 +149,20 @@ def run(argv: Optional[List[str]] = None) -> dict:
         data_dir = output_run.data_dir
         _LOG.info("Reading %s (%s, %s) into %s", config.input, config.input_format, config.task, data_dir)
         shuffle, made_for_shuffle = launch.shuffle_spec(launched.options, config, data_dir)
+        versions = launch.package_versions()
+        cache_spec = config.cache_spec(output_run.run_id, versions)
+        if config.cache_dir and config.use_cache:
+            claim_cache(config.cache_root, config.output)
         try:
             p = beam.Pipeline(runner=runners.runner(launched.options), options=launched.options)
-            build_pipeline(p, config, launched.split, run_options, launch.package_versions(),
-                           launch.temp_dir(launched.options, data_dir), data_dir, shuffle)
+            build_pipeline(p, config, launched.split, run_options, versions,
+                           launch.temp_dir(launched.options, data_dir), data_dir, shuffle, cache_spec)
             result = watch.run_and_watch(p, launched.options)     # a progress bar, lines, or where to watch
             pending = read_result(data_dir)
             timing = {"started": output_run.started, "pipeline_seconds": round(time.monotonic() - started, 1)}
             manifest = output_run.commit(pending, timing)
+            if cache_spec.folder:
+                collect_cache(config.cache_root, cache_spec)
         except Exception as error:  # noqa: BLE001 - only failed writes are reworded; anything else is raised as is
             described = describe_failure(str(error), step_files(data_dir), written_under=config.output)
             if described is None:

@@ -42,6 +42,9 @@ def render_summary(manifest: dict, output: str) -> str:
     for title, table in (("rejected", counts["rejected"]), ("filtered out", counts["filtered_out"])):
         if table["by_reason"]:
             lines += _wrapped(f"  {title}: ", _reasons(table))
+    lineage = lineage_line(manifest.get("lineage"))
+    if lineage:
+        lines.append(lineage)
     splits = [f"{split} {entry['num_examples']} in {len(entry['shards'])} ({entry['num_bytes'] / 1e6:.1f} MB)"
               for split, entry in sorted(manifest["splits"].items())]
     lines += _wrapped("splits (records in shards): ", ", ".join(splits) or "none: no pair was written")
@@ -61,6 +64,23 @@ def render_summary(manifest: dict, output: str) -> str:
     if tail:
         lines.append("; ".join(tail))
     return "\n".join(lines)
+
+
+def lineage_line(lineage) -> str:
+    """``validation: 12 pairs validated, 228 from the verdict cache (3 after hashing); built on <run id>``."""
+    if not lineage:
+        return ""
+    reused = lineage["from_cache"] + lineage["rehashed"]
+    text = f"validation: {lineage['validated']} pairs validated"
+    if lineage.get("cache") is None:
+        text += " (no verdict cache: --no_cache)"
+    else:
+        text += f", {reused} from the verdict cache"
+        if lineage["rehashed"]:
+            text += f" ({lineage['rehashed']} after hashing their files)"
+    if lineage.get("parent_run_id"):
+        text += f"; built on version {lineage['parent_run_id']}"
+    return text
 
 
 def _balance_line(balance: dict) -> str:

@@ -249,11 +249,15 @@ def run_section(manifest: dict) -> str:
                             "timing")
     else:
         timing_html = '<p class="note" id="timing">This manifest records no timing.</p>'
+    lineage = manifest.get("lineage")
+    if lineage:
+        timing_html += table(["lineage (docs/cache.md)", "value"],
+                             (f"<tr>{cell(k)}{cell(v)}</tr>" for k, v in _flatten("", lineage)), "lineage")
     files = [("rejects", manifest.get("rejects")), ("class index", manifest.get("class_index")),
              ("statistics", [(manifest.get("statistics") or {}).get("stats_file")])]
     file_rows = "".join(f"<tr>{cell(kind)}<td>{'<br>'.join(f'<code>{esc(p)}</code>' for p in paths if p)}</td></tr>"
                         for kind, paths in files if paths and any(paths))
-    return section("run", "The run: options, versions, timing",
+    return section("run", "The run: options, versions, timing, lineage",
                    timing_html + "<div class=cards style='align-items:flex-start'>"
                    + f"<div>{table(['option', 'value'], [options], 'options')}</div>"
                    + f"<div>{table(['package', 'version'], [versions], 'versions')}"

@@ -185,18 +185,28 @@ def _unusable(path: str, what: str, action: str, error: BaseException) -> Reject
     return Rejection(reasons.UNREADABLE, f"{what} file cannot be {action}: {error}")
 
 
+def read_files(ref: PairRef, spec: CheckSpec) -> Union[Tuple[bytes, bytes], Rejection]:
+    """Both files of ``ref`` (the image only for classification: the mask is ``b""``), or why not."""
+    image = read_file(ref.image, spec.max_file_bytes, "image")
+    if isinstance(image, Rejection) or spec.task == "classification":
+        return image if isinstance(image, Rejection) else (image, b"")
+    mask = read_file(ref.mask, spec.max_file_bytes, "mask")
+    return mask if isinstance(mask, Rejection) else (image, mask)
+
+
+def check_bytes(ref: PairRef, spec: CheckSpec, image: bytes, mask: bytes) -> Union[ValidPair, Rejection]:
+    """Check a pair whose files' bytes are at hand (read_files)."""
+    if spec.task == "classification":
+        return validate_classification(ref, image, spec.limits, spec.class_names)
+    return validate_segmentation(ref, image, mask, spec.limits, spec.sample_points_per_class)
+
+
 def check(ref: PairRef, spec: CheckSpec) -> Tuple[Union[ValidPair, Rejection], int]:
     """Read both files of ``ref`` (bounded by max_file_bytes) and check them; also the bytes read."""
-    image = read_file(ref.image, spec.max_file_bytes, "image")
-    if isinstance(image, Rejection):
-        return image, 0
-    if spec.task == "classification":
-        return validate_classification(ref, image, spec.limits, spec.class_names), len(image)
-    mask = read_file(ref.mask, spec.max_file_bytes, "mask")
-    if isinstance(mask, Rejection):
-        return mask, len(image)
-    return (validate_segmentation(ref, image, mask, spec.limits, spec.sample_points_per_class),
-            len(image) + len(mask))
+    read = read_files(ref, spec)
+    if isinstance(read, Rejection):
+        return read, 0
+    return check_bytes(ref, spec, *read), len(read[0]) + len(read[1])
 
 
 # --------------------------------------------------------------------------

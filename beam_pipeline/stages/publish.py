@@ -6,7 +6,8 @@ Inputs: ShardInfo, every Outcome (rejected, duplicate), the inputs filtered
 out counted per reason (``((FILTERED, reason), n)``), the number of
 discovered inputs, the stats dict (empty without statistics), the paths of
 the class index's parts (one per train shard), the tf.Transform writes to wait
-for, and the run's refusals. The rejects and the class index are written in
+for, the run's refusals, and how many pairs were validated or taken from the
+verdict cache (the manifest's ``lineage``). The rejects and the class index are written in
 parts (the rejects' by each bundle, the class index's by each shard's writer)
 and joined here into one ``PREFIX-00000-of-00001.jsonl`` each, the class
 index's in shard order: their lines never cross a shuffle.
@@ -27,7 +28,7 @@ from beam_pipeline import phases
 from beam_pipeline.core import digests, layout, paths
 from beam_pipeline.core.failures import RunFailed, write_failed
 from beam_pipeline.core.gates import COUNTS_GATE
-from beam_pipeline.core.manifest import CountsDoNotReconcile, build_manifest, count_outcomes
+from beam_pipeline.core.manifest import CountsDoNotReconcile, build_manifest, count_outcomes, lineage_summary
 from beam_pipeline.core.records import FILTERED, Outcome, Refusal
 from beam_pipeline.io import files, streams
 from beam_pipeline.stages.specs import PublishSpec
@@ -105,7 +106,7 @@ class FinalizeFn(beam.DoFn):
         self._versions = versions
 
     def process(self, _, shards, counts, discovered, reject_parts, stats, index_parts, transform_written,
-                refusals):
+                refusals, settled):
         phases.reached(phases.FINALIZE)
         if refusals:
             files.write_bytes(paths.join(self._spec.data_dir, layout.REFUSAL),
@@ -113,14 +114,14 @@ class FinalizeFn(beam.DoFn):
         else:
             try:
                 yield self._finalize(shards, counts, discovered, reject_parts, stats[0] if stats else None,
-                                     index_parts)
+                                     index_parts, dict(settled))
             except CountsDoNotReconcile as error:      # a bug, reported as one line: nothing is published
                 files.write_bytes(paths.join(self._spec.data_dir, layout.REFUSAL), files.json_bytes(
                     dataclasses.asdict(Refusal(COUNTS_GATE, f"the counts do not reconcile at PublishOutputs: {error}. "
                                                             "Nothing was published. This is a bug, not bad input: "
                                                             "please report it with the run's log"))))
 
-    def _finalize(self, shards, counts, discovered, reject_parts, stats, index_parts) -> str:
+    def _finalize(self, shards, counts, discovered, reject_parts, stats, index_parts, settled) -> str:
         spec = self._spec
         data_dir = spec.data_dir
         joined = {}          # relative path -> files entry, of the rejects and the class index
@@ -133,7 +134,8 @@ class FinalizeFn(beam.DoFn):
             outcome_counts=count_outcomes(counts), discovered=discovered, options=self._options,
             versions=self._versions, rejects_files=[joined_file(layout.REJECTS_PREFIX)],
             stats=stats, balance=spec.balance.as_dict(),
-            class_index_files=[joined_file(layout.CLASS_INDEX_PREFIX)])
+            class_index_files=[joined_file(layout.CLASS_INDEX_PREFIX)],
+            lineage=lineage_summary(settled, spec.cache_folder))
         table = digests.shard_entries(manifest["splits"])
         if stats:
             table[layout.STATS] = files.write_bytes(paths.join(data_dir, layout.STATS), files.json_bytes(stats))
@@ -150,7 +152,8 @@ class FinalizeFn(beam.DoFn):
 
 class PublishOutputs(beam.PTransform):
     """``pending_manifest_path = (shards, outcomes, filtered, discovered, stats, class_index, transform_written,
-    refusals) | PublishOutputs(PublishSpec(data_dir, task, ...), options, versions)``."""
+    refusals, settled) | PublishOutputs(PublishSpec(data_dir, task, ...), options, versions)``; ``settled``:
+    ``(how, n)`` of ValidatePairs, for the manifest's lineage."""
 
     def __init__(self, spec: PublishSpec, options: dict, versions: dict):
         super().__init__()
@@ -159,7 +162,7 @@ class PublishOutputs(beam.PTransform):
         self._versions = versions
 
     def expand(self, inputs):
-        shards, outcomes, filtered, discovered, stats, class_index, transform_written, refusals = inputs
+        shards, outcomes, filtered, discovered, stats, class_index, transform_written, refusals, settled = inputs
         data_dir = self._spec.data_dir
         reject_parts = (outcomes
                         | "KeepReportable" >> beam.Filter(_is_reportable)
@@ -182,4 +185,4 @@ class PublishOutputs(beam.PTransform):
                     reject_parts=beam.pvalue.AsList(reject_parts), stats=beam.pvalue.AsList(stats),
                     index_parts=beam.pvalue.AsList(class_index),
                     transform_written=beam.pvalue.AsList(transform_written),
-                    refusals=beam.pvalue.AsList(refusals)))
+                    refusals=beam.pvalue.AsList(refusals), settled=beam.pvalue.AsList(settled)))

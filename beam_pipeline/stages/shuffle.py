@@ -1,17 +1,17 @@
 """Records across shuffles: packed to one bytes value each, counted, and moved by Beam or through files.
 
 Only metadata crosses a shuffle (PairRef, ValidPair: no pixels, no file bytes). Each record travels as
-the bytes of ``core.records.pack``. Three kinds of boundary carry records from stage to stage:
+the bytes of ``core.records.pack``. Two kinds of boundary carry records from stage to stage:
 
-* :class:`SpreadOverWorkers`: the same records, redistributed so that every worker gets some;
-* :class:`GroupPackedByKey`: ``(key, record)`` grouped by key;
+* :class:`GroupPackedByKey`: ``(key, record)`` grouped by key (also what spreads the pairs over the
+  workers before validation: grouped by verdict bucket, stages/validate.py);
 * :class:`Materialize`: the same records, for a consumer that waits on a side input (the stage
   cannot start before the side input is complete, so its main input is held until then).
 
-How they are moved is the ShuffleSpec's choice (``--shuffle``). ``beam``: Beam's Reshuffle and
-GroupByKey, and nothing for Materialize; the right choice where the runner's shuffle keeps its data
+How they are moved is the ShuffleSpec's choice (``--shuffle``). ``beam``: Beam's GroupByKey, and
+nothing for Materialize; the right choice where the runner's shuffle keeps its data
 on disk (Dataflow, Flink). ``files``: the records go into files in the spec's folder, a file per
-bucket (a stable hash of the key, or of the record) and bundle, and only the files' paths cross the
+bucket (a stable hash of the key) and bundle, and only the files' paths cross the
 runner; each bucket is then read, and grouped, by one worker. Beam's DirectRunner engine keeps every
 PCollection that crosses a stage in the launcher's memory and hands each worker its whole part of a
 stage's input at once, so with ``beam`` the memory of both grows with the number of pairs; with
@@ -69,15 +69,14 @@ def _unpack_values(element):
 # Through files
 # --------------------------------------------------------------------------
 class _WriteBucketsFn(beam.DoFn):
-    """bytes (or ``(key, bytes)``) -> nothing; at the bundle's end ``(bucket, path)`` of each file it wrote.
+    """``(key, bytes)`` -> nothing; at the bundle's end ``(bucket, path)`` of each file it wrote.
 
     Each bucket's records go to a file of this bundle's own (a new name per bundle, so a retried bundle
     never mixes with its first attempt); a record lands in the bucket of a stable hash of its key."""
 
-    def __init__(self, spec: ShuffleSpec, name: str, keyed: bool):
+    def __init__(self, spec: ShuffleSpec, name: str):
         self._folder = paths.join(spec.folder, name)
         self._buckets = spec.buckets
-        self._keyed = keyed
         self._files: Dict[int, _RecordFile] = {}
         self._prefix = ""
 
@@ -85,14 +84,10 @@ class _WriteBucketsFn(beam.DoFn):
         self._files, self._prefix = {}, uuid.uuid4().hex
 
     def process(self, element):
-        if self._keyed:
-            key, value = element
-            key_bytes = pack(key)
-            data = frame_packed(key_bytes) + frame_packed(value)
-            bucket = stable_hash(BUCKET_SALT, key_bytes.hex()) % self._buckets
-        else:
-            data = frame_packed(element)
-            bucket = stable_hash(BUCKET_SALT, element.hex()) % self._buckets
+        key, value = element
+        key_bytes = pack(key)
+        data = frame_packed(key_bytes) + frame_packed(value)
+        bucket = stable_hash(BUCKET_SALT, key_bytes.hex()) % self._buckets
         handle = self._files.get(bucket)
         if handle is None:
             handle = self._files[bucket] = _RecordFile(paths.join(self._folder, f"{self._prefix}-{bucket:05d}.records"))
@@ -134,45 +129,37 @@ def _framed_values(path: str):
 
 
 class _ReadBucketFn(beam.DoFn):
-    """``(bucket, [path, ...])`` -> the bucket's records (bytes), or its groups ``(key, Unpacked values)``.
+    """``(bucket, [path, ...])`` -> the bucket's groups ``(key, Unpacked values)``.
 
-    A bucket is read by one worker; a keyed one is grouped in memory (one bucket of the shuffle, never
-    the whole of it). The files are removed once read."""
-
-    def __init__(self, keyed: bool):
-        self._keyed = keyed
+    A bucket is read by one worker and grouped in memory (one bucket of the shuffle, never the whole
+    of it). The files are removed once read."""
 
     def process(self, element):
         _, files = element
         files = sorted(files)
-        if not self._keyed:
-            for path in files:
-                yield from _framed_values(path)
-        else:
-            groups: Dict[bytes, List[bytes]] = {}
-            for path in files:
-                values = _framed_values(path)
-                for key_bytes in values:
-                    groups.setdefault(key_bytes, []).append(next(values))
-            for key_bytes in sorted(groups):
-                yield unpack(key_bytes), Unpacked(groups.pop(key_bytes))
+        groups: Dict[bytes, List[bytes]] = {}
+        for path in files:
+            values = _framed_values(path)
+            for key_bytes in values:
+                groups.setdefault(key_bytes, []).append(next(values))
+        for key_bytes in sorted(groups):
+            yield unpack(key_bytes), Unpacked(groups.pop(key_bytes))
         FileSystems.delete(files)
 
 
 class _ThroughFiles(beam.PTransform):
-    def __init__(self, spec: ShuffleSpec, keyed: bool):
+    def __init__(self, spec: ShuffleSpec):
         super().__init__()
         self._spec = spec
-        self._keyed = keyed
 
-    def expand(self, records):
-        return (records
-                | "WriteBuckets" >> beam.ParDo(_WriteBucketsFn(self._spec, uuid.uuid4().hex, self._keyed))
+    def expand(self, keyed):
+        return (keyed
+                | "WriteBuckets" >> beam.ParDo(_WriteBucketsFn(self._spec, uuid.uuid4().hex))
                 # (bucket, path of a file of this bundle's records in that bucket)
                 | "GroupFilesByBucket" >> beam.GroupByKey()
                 # (bucket, [path, ...])
-                | "ReadBuckets" >> beam.ParDo(_ReadBucketFn(self._keyed)))
-                # bytes | (key, Unpacked)
+                | "ReadBuckets" >> beam.ParDo(_ReadBucketFn()))
+                # (key, Unpacked records)
 
 
 class _ReadFileFn(beam.DoFn):
@@ -202,24 +189,8 @@ class _WriteFileFn(beam.DoFn):
 
 
 # --------------------------------------------------------------------------
-# The three boundaries
+# The two boundaries
 # --------------------------------------------------------------------------
-class SpreadOverWorkers(beam.PTransform):
-    """``records | SpreadOverWorkers(ShuffleSpec())``: the same records, redistributed so that every
-    worker gets some."""
-
-    def __init__(self, spec: ShuffleSpec = ShuffleSpec()):
-        super().__init__()
-        self._spec = spec
-
-    def expand(self, records):
-        packed_records = records | "Pack" >> beam.Map(packed)
-        # bytes
-        moved = (packed_records | "Reshuffle" >> beam.Reshuffle() if self._spec.folder is None else
-                 packed_records | "ThroughFiles" >> _ThroughFiles(self._spec, keyed=False))
-        return moved | "Unpack" >> beam.Map(unpack)
-
-
 class GroupPackedByKey(beam.PTransform):
     """``(key, record) | GroupPackedByKey(ShuffleSpec())`` -> ``(key, records)``, the values packed across."""
 
@@ -231,7 +202,7 @@ class GroupPackedByKey(beam.PTransform):
         packed_pairs = keyed | "Pack" >> beam.Map(_pack_value)
         # (key, bytes)
         if self._spec.folder is not None:
-            return packed_pairs | "ThroughFiles" >> _ThroughFiles(self._spec, keyed=True)
+            return packed_pairs | "ThroughFiles" >> _ThroughFiles(self._spec)
             # (key, Unpacked records)
         return (packed_pairs
                 | "Group" >> beam.GroupByKey()

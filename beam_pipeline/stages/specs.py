@@ -61,6 +61,15 @@ class CheckSpec:
 
 
 @dataclasses.dataclass(frozen=True)
+class CacheSpec:
+    """The verdict cache (ValidatePairs; core/verdicts.py, io/verdict_store.py): where, and how far to trust it."""
+    folder: Optional[str] = None             # CACHE/<fingerprint>; None: no cache (--no_cache)
+    run_id: str = ""                         # names this run's parts; salts the audit's draw
+    revalidate: bool = False                 # hash every file, reuse a verdict only for the same bytes
+    audit: float = 0.0                       # the share of pre-key hits hashed all the same
+
+
+@dataclasses.dataclass(frozen=True)
 class ShuffleSpec:
     """How records cross the shuffles (stages/shuffle.py): Beam's own, or files in ``folder``."""
     folder: Optional[str] = None             # None: Beam's Reshuffle and GroupByKey; a folder: through files
@@ -105,3 +114,4 @@ class PublishSpec:
     ignore_label: Optional[int] = 255
     class_names: Tuple[str, ...] = ()
     balance: BalanceSpec = BalanceSpec()
+    cache_folder: Optional[str] = None       # the verdict cache's folder of this run's fingerprint (lineage)

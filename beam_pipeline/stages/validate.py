@@ -1,13 +1,18 @@
 """ValidatePairs and DeduplicatePairs.
 
 ValidatePairs reads both files of every pair (bounded by --max_file_bytes),
-decodes them fully and checks them (beam_pipeline/stages/pairs.py, core/checks.py).
-Input: PairRef. Output: ValidPair (main) and rejected Outcome (``rejected``),
-each reason counted by a Beam counter ``ValidatePairs:rejected_<reason>``.
+decodes them fully and checks them (beam_pipeline/stages/pairs.py, core/checks.py),
+unless the verdict cache holds the pair's verdict (core/verdicts.py, docs/cache.md).
+Input: PairRef. Output: ValidPair (main), rejected Outcome (``rejected``), each
+reason counted by a Beam counter ``ValidatePairs:rejected_<reason>``, and how
+many pairs were validated afresh or taken from the cache (``cache``).
 
 DeduplicatePairs keeps one pair per content (image digest, mask digest,
 label) and reports the others as duplicates.
 """
+
+import dataclasses
+from typing import Optional, Union
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
@@ -16,47 +21,135 @@ from beam_pipeline import phases
 from beam_pipeline.core import reasons
 from beam_pipeline.core.checks import Rejection
 from beam_pipeline.core.progress import DUPLICATES, REJECTED_PREFIX, VALID
-from beam_pipeline.core.records import DUPLICATE, REJECTED, Outcome, PairRef, ValidPair
+from beam_pipeline.core.hashing import sha256_hex
+from beam_pipeline.core.records import DUPLICATE, REJECTED, Outcome, PairRef, ValidPair, pack, unpack
+from beam_pipeline.core.verdicts import REHASH, REUSE, Verdict, audited, bucket_of, decide, same_content
+from beam_pipeline.io import streams, verdict_store
 from beam_pipeline.stages import counters, pairs, worker
 from beam_pipeline.stages.shuffle import GroupPackedByKey
-from beam_pipeline.stages.specs import REJECTED_TAG, CheckSpec, ShuffleSpec
+from beam_pipeline.stages.specs import REJECTED_TAG, CacheSpec, CheckSpec, ShuffleSpec
 
 
-class ValidatePairFn(counters.CountingDoFn):
-    """PairRef -> ValidPair, or a rejected Outcome with a reason code."""
+CACHE_TAG = "cache"          # ((how, n), ...): how each bucket's pairs were settled (lineage in manifest.json)
+FRESH, FROM_CACHE, REHASHED = "validated", "from_cache", "rehashed"
 
-    def __init__(self, spec: CheckSpec):
+
+def _bucket_of(ref: PairRef):
+    return bucket_of(ref.key), ref
+
+
+class ValidateBucketFn(counters.CountingDoFn):
+    """(verdict bucket, [PairRef, ...]) -> ValidPair, a rejected Outcome with a reason code, and at the end
+    of the bucket how its pairs were settled (CACHE_TAG).
+
+    With a cache (CacheSpec.folder) each pair's verdict is looked up first (core/verdicts.py): reused
+    without reading the files when their versions are the verdict's, after hashing them when their
+    bytes are, and taken afresh otherwise; every verdict of the bucket is written again to this run's
+    parts, and the bucket's older parts are removed once it is done (io/verdict_store.py)."""
+
+    def __init__(self, spec: CheckSpec, cache: CacheSpec):
         self._spec = spec
+        self._cache = cache
         self._valid = counters.counter(*VALID)
         self._bytes_read = Metrics.counter("ValidatePairs", "bytes_read")
+        self._how = {how: Metrics.counter("ValidatePairs", how) for how in (FRESH, FROM_CACHE, REHASHED)}
 
     def setup(self):
         worker.exit_quickly_when_done()
 
-    def process(self, ref: PairRef):
-        phases.reached(phases.VALIDATE)
-        result, bytes_read = pairs.check(ref, self._spec)
-        self._bytes_read.inc(bytes_read)
-        if isinstance(result, Rejection):
-            counters.counter(VALID[0], f"{REJECTED_PREFIX}{result.reason}").inc()
-            yield beam.pvalue.TaggedOutput(REJECTED_TAG, Outcome.for_ref(ref, REJECTED, result.reason, result.detail))
-        else:
-            self._valid.inc()
-            yield result
+    def process(self, element):
+        bucket, refs = element
+        folder = self._cache.folder
+        verdicts = verdict_store.load(folder, bucket) if folder else {}
+        writer = verdict_store.PartWriter(folder, bucket, self._cache.run_id) if folder else None
+        settled = {FRESH: 0, FROM_CACHE: 0, REHASHED: 0}
+        for ref in refs:
+            phases.reached(phases.VALIDATE)
+            result, how, verdict = self._settle(ref, verdicts.pop(ref.key, None))
+            settled[how] += 1
+            self._how[how].inc()
+            if writer is not None and verdict is not None:
+                writer.add(verdict)
+            if isinstance(result, Rejection):
+                counters.counter(VALID[0], f"{REJECTED_PREFIX}{result.reason}").inc()
+                yield beam.pvalue.TaggedOutput(REJECTED_TAG, Outcome.for_ref(ref, REJECTED, result.reason,
+                                                                             result.detail))
+            else:
+                self._valid.inc()
+                yield result
+        if writer is not None:
+            verdict_store.remove_others(folder, bucket, keep=writer.close())
+        for how, n in sorted(settled.items()):
+            if n:
+                yield beam.pvalue.TaggedOutput(CACHE_TAG, (how, n))
+
+    def _settle(self, ref: PairRef, cached: Optional[Verdict]):
+        """(ValidPair or Rejection, how it was settled, the verdict to keep or None)."""
+        cache = self._cache
+        if cache.folder is None:
+            result, bytes_read = pairs.check(ref, self._spec)
+            self._bytes_read.inc(bytes_read)
+            return result, FRESH, None
+        versions = (_pre_key(ref.image), _pre_key(ref.mask) if ref.mask else None)
+        decision = decide(cached, ref.label, versions, cache.revalidate, audited(ref.key, cache.run_id, cache.audit))
+        if decision == REUSE:
+            return restored(cached, ref), FROM_CACHE, cached
+        read = pairs.read_files(ref, self._spec)
+        if isinstance(read, Rejection):                 # missing, unreadable, empty, too large: never kept
+            return read, FRESH, None
+        image, mask = read
+        self._bytes_read.inc(len(image) + len(mask))
+        digests = (sha256_hex(image), sha256_hex(mask) if mask else "")
+        if decision == REHASH and same_content(cached, *digests):
+            return restored(cached, ref), REHASHED, dataclasses.replace(
+                cached, image_version=versions[0], mask_version=versions[1])
+        result = pairs.check_bytes(ref, self._spec, image, mask)
+        return result, FRESH, verdict_of(ref, versions, digests, result)
+
+
+def _pre_key(path: str) -> Optional[str]:
+    """The file's path and version (io/streams.py file_version): equal pre-keys are taken as equal bytes."""
+    version = streams.file_version(path)
+    return None if version is None else f"{path}|{version}"
+
+
+def restored(verdict: Verdict, ref: PairRef) -> Union[ValidPair, Rejection]:
+    """What a kept verdict says of ``ref``: its ValidPair with ``ref``'s paths and split, or its Rejection."""
+    if verdict.valid:
+        return dataclasses.replace(unpack(verdict.valid), ref=ref)
+    return Rejection(*verdict.rejection)
+
+
+def verdict_of(ref: PairRef, versions, digests, result: Union[ValidPair, Rejection]) -> Verdict:
+    valid = pack(dataclasses.replace(result, ref=None)) if isinstance(result, ValidPair) else b""
+    rejection = () if isinstance(result, ValidPair) else (result.reason, result.detail)
+    return Verdict(key=ref.key, label=ref.label, image_version=versions[0], mask_version=versions[1],
+                   image_sha256=digests[0], mask_sha256=digests[1], valid=valid, rejection=rejection)
 
 
 class ValidatePairs(beam.PTransform):
-    """``valid, rejected = refs | ValidatePairs(CheckSpec(task, limits, ...))``."""
+    """``valid, rejected, settled = refs | ValidatePairs(CheckSpec(task, limits, ...), CacheSpec(), ShuffleSpec())``.
 
-    def __init__(self, spec: CheckSpec):
+    The pairs are grouped by verdict bucket, which spreads them over the workers, and each bucket is
+    checked by one worker, with its part of the cache. ``settled``: ``(how, n)`` per bucket
+    (validated afresh, reused from the cache, reused after hashing the files)."""
+
+    def __init__(self, spec: CheckSpec, cache: CacheSpec = CacheSpec(), shuffle: ShuffleSpec = ShuffleSpec()):
         super().__init__()
         self._spec = spec
+        self._cache = cache
+        self._shuffle = shuffle
 
     def expand(self, refs):
-        outputs = refs | "CheckPairs" >> beam.ParDo(ValidatePairFn(self._spec)).with_outputs(
-            REJECTED_TAG, main="valid")
-        # ValidPair | rejected Outcome
-        return outputs.valid, outputs[REJECTED_TAG]
+        outputs = (refs
+                   | "KeyByVerdictBucket" >> beam.Map(_bucket_of)
+                   # (verdict bucket, PairRef)
+                   | "GroupByVerdictBucket" >> GroupPackedByKey(self._shuffle)
+                   # (verdict bucket, [PairRef, ...]): a bucket on one worker, the buckets over every worker
+                   | "CheckPairs" >> beam.ParDo(ValidateBucketFn(self._spec, self._cache)).with_outputs(
+                       REJECTED_TAG, CACHE_TAG, main="valid"))
+        # ValidPair | rejected Outcome | (how, n)
+        return outputs.valid, outputs[REJECTED_TAG], outputs[CACHE_TAG]
 
 
 def _by_content(pair: ValidPair):

@@ -68,7 +68,7 @@ def test_validate_pairs_outputs_valid_and_rejected(folder):
     refs = [PairRef(key=s, source_id=f"images/{s}.png", image=str(folder / "images" / f"{s}.png"),
                     mask=str(folder / "masks" / f"{s}.png")) for s in ("a", "b", "lonely")]
     with TestPipeline() as p:
-        valid, rejected = p | beam.Create(refs) | ValidatePairs(CHECK)
+        valid, rejected, _ = p | beam.Create(refs) | ValidatePairs(CHECK)
         assert_that(valid | "Summaries" >> beam.Map(lambda v: (v.ref.key, v.class_pixels, v.height, v.width)),
                     equal_to([("a", (16, 8), 4, 6)]), label="Valid")
         assert_that(rejected | "Reasons" >> beam.Map(_reason),
@@ -109,7 +109,7 @@ def test_deduplicate_keeps_smallest_key(folder, through_files):
             for k in ("z", "m", "c")]
     shuffle = ShuffleSpec(folder=str(folder / "shuffle"), buckets=2) if through_files else ShuffleSpec()
     with TestPipeline() as p:
-        valid, _ = p | beam.Create(refs) | ValidatePairs(CHECK)
+        valid, _, _ = p | beam.Create(refs) | ValidatePairs(CHECK)
         unique, duplicates = valid | DeduplicatePairs(shuffle)
         assert_that(unique | "Kept" >> beam.Map(lambda v: v.ref.key), equal_to(["c"]), label="Kept")
         assert_that(duplicates | "Dups" >> beam.Map(_reason), equal_to([("m", "duplicate"), ("z", "duplicate")]),
@@ -128,7 +128,7 @@ def test_write_shards_reads_back_with_tf_data(folder, through_files):
     spec = WriteSpec(str(folder / "out"), CHECK, target_shard_bytes=200)
     shuffle = ShuffleSpec(folder=str(folder / "shuffle"), buckets=4) if through_files else ShuffleSpec()
     with TestPipeline() as p:
-        valid, _ = p | beam.Create(refs) | ValidatePairs(CHECK)
+        valid, _, _ = p | beam.Create(refs) | ValidatePairs(CHECK)
         shards, changed, index = valid | WriteShards(spec, refusals=p | "NoRefusals" >> beam.Create([]),
                                                      shuffle=shuffle)
         # the class index in parts, one per shard, each a file of JSON lines
@@ -170,17 +170,14 @@ def test_read_corpus_from_manifest_files(tmp_path, suffix):
 
 
 def test_records_through_files_are_the_records_beam_moves(tmp_path):
-    """Spread, grouped and held through files: the same records and groups as Beam's shuffles, and no file
-    left behind once they are read."""
-    from beam_pipeline.stages.shuffle import GroupPackedByKey, Materialize, SpreadOverWorkers
+    """Grouped and held through files: the same records and groups as Beam's shuffles, and no file left
+    behind once they are read."""
+    from beam_pipeline.stages.shuffle import GroupPackedByKey, Materialize
     records = [PairRef(key=f"k{i}", source_id=f"s{i}", image=f"/i/{i}.png", split="train") for i in range(50)]
     keyed = [(f"g{i % 7}", record) for i, record in enumerate(records)]
     folder = tmp_path / "shuffle"
     shuffle = ShuffleSpec(folder=str(folder), buckets=5)
     with TestPipeline() as p:
-        spread = p | "Records" >> beam.Create(records) | SpreadOverWorkers(shuffle)
-        assert_that(spread | "SpreadKeys" >> beam.Map(lambda r: r.key), equal_to([r.key for r in records]),
-                    label="Spread")
         grouped = (p | "Keyed" >> beam.Create(keyed) | GroupPackedByKey(shuffle)
                    | "Sorted" >> beam.Map(lambda kv: (kv[0], sorted(r.key for r in kv[1]))))
         expected = {}
@@ -205,7 +202,7 @@ def test_counts_that_do_not_reconcile_at_publishing_end_the_run_with_one_line(tm
         discovered = p | "Discovered" >> beam.Create([10])
         _ = ((nothing, p | "NoOutcomes" >> beam.Create([]), p | "NoFiltered" >> beam.Create([]), discovered,
               p | "NoStats" >> beam.Create([]), p | "NoIndex" >> beam.Create([]), p | "NoTransform" >> beam.Create([]),
-              p | "NoRefusals" >> beam.Create([]))
+              p | "NoRefusals" >> beam.Create([]), p | "NoLineage" >> beam.Create([]))
              | PublishOutputs(PublishSpec(str(data_dir), "segmentation", num_classes=2), {}, {}))
     assert not (data_dir / "_pending_manifest.json").exists()
     with pytest.raises(RunFailed) as raised:
