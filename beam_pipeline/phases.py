@@ -13,6 +13,7 @@ import time
 
 # In the SDK workers (where the DirectRunner runs them: validation, statistics, writing):
 VALIDATE = "validate"                # a pair is about to be validated
+VERDICTS_COMMITTED = "verdicts_committed"  # a verdict bucket is done: its verdicts are in the cache's parts
 STATISTICS = "statistics"            # tf.Transform's analysis is fed its first batch
 WRITE_SHARD = "write_shard"          # a shard file is open with its first record written
 FINALIZE = "finalize"                # the job's last step: stats.json, digests, the pending manifest
@@ -21,7 +22,7 @@ PUBLISH = "publish"                  # the job finished; nothing of the commit d
 PUBLISH_REPORT = "publish_report"    # report.html and the TFDV statistics written, manifest.json not yet
 PUBLISH_MANIFEST = "publish_manifest"  # the lock checked; manifest.json is about to be written
 COMMITTED = "committed"              # manifest.json written; old versions not yet collected
-PHASES = (VALIDATE, STATISTICS, WRITE_SHARD, FINALIZE, PUBLISH, PUBLISH_REPORT, PUBLISH_MANIFEST, COMMITTED)
+PHASES = (VALIDATE, VERDICTS_COMMITTED, STATISTICS, WRITE_SHARD, FINALIZE, PUBLISH, PUBLISH_REPORT, PUBLISH_MANIFEST, COMMITTED)
 
 PAUSE_AT_VARIABLE = "BEAM_PIPELINE_PAUSE_AT"
 PAUSE_FILE_VARIABLE = "BEAM_PIPELINE_PAUSE_FILE"

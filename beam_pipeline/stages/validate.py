@@ -65,7 +65,7 @@ class ValidateBucketFn(counters.CountingDoFn):
         settled = {FRESH: 0, FROM_CACHE: 0, REHASHED: 0}
         for ref in refs:
             phases.reached(phases.VALIDATE)
-            result, how, verdict = self._settle(ref, verdicts.pop(ref.key, None))
+            result, how, verdict = self._settle(ref, verdicts.get(ref.key))
             settled[how] += 1
             self._how[how].inc()
             if writer is not None and verdict is not None:
@@ -79,6 +79,7 @@ class ValidateBucketFn(counters.CountingDoFn):
                 yield result
         if writer is not None:
             verdict_store.remove_others(folder, bucket, keep=writer.close())
+            phases.reached(phases.VERDICTS_COMMITTED)
         for how, n in sorted(settled.items()):
             if n:
                 yield beam.pvalue.TaggedOutput(CACHE_TAG, (how, n))

@@ -1,0 +1,131 @@
+"""The verdict cache's rules (core/verdicts.py) and its store on local disk (io/verdict_store.py)."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+from beam_pipeline.core import verdicts
+from beam_pipeline.core.verdicts import REHASH, REUSE, VALIDATE, Verdict, decide
+from beam_pipeline.io import streams, verdict_store
+
+OPTIONS = {"task": "segmentation", "limits": {"num_classes": 8, "ignore_label": 255}, "sample_points_per_class": 8}
+VERSIONS = {"imagecodecs": "2026.3.6", "simplejpeg": "1.9.0", "pillow": "13.0.0", "numpy": "2.3.5", "tensorflow": "x"}
+
+
+def verdict(key="a", label=None, versions=("img|1", "mask|1"), digests=("i" * 64, "m" * 64), valid=b"v"):
+    return Verdict(key=key, label=label, image_version=versions[0], mask_version=versions[1],
+                   image_sha256=digests[0], mask_sha256=digests[1], valid=valid)
+
+
+@pytest.mark.parametrize("cached,label,now,revalidate,audit,expected", [
+    (None, None, ("img|1", "mask|1"), False, False, VALIDATE),            # never seen
+    (verdict(), None, ("img|1", "mask|1"), False, False, REUSE),           # both pre-keys as they were
+    (verdict(), None, ("img|2", "mask|1"), False, False, REHASH),          # the image touched or rewritten
+    (verdict(), None, ("img|1", "mask|2"), False, False, REHASH),          # the mask
+    (verdict(), None, ("img|1", "mask|1"), True, False, REHASH),           # --revalidate
+    (verdict(), None, ("img|1", "mask|1"), False, True, REHASH),           # an audited hit
+    (verdict(), None, (None, "mask|1"), False, False, REHASH),             # a store that gives no version
+    (verdict(label="cat", versions=("img|1", None), digests=("i" * 64, "")), "dog", ("img|1", None), False,
+     False, VALIDATE),                                                     # relabelled
+    (verdict(label="cat", versions=("img|1", None), digests=("i" * 64, "")), "cat", ("img|1", None), False,
+     False, REUSE),                                                        # classification: no mask
+])
+def test_a_verdict_is_reused_only_on_its_files_pre_keys_and_rehashed_otherwise(cached, label, now, revalidate,
+                                                                             audit, expected):
+    assert decide(cached, label, now, revalidate, audit) == expected
+
+
+def test_the_fingerprint_changes_with_every_check_option_and_decoder_but_not_other_packages():
+    base = verdicts.fingerprint(OPTIONS, VERSIONS)
+    assert len(base) == 16 and base == verdicts.fingerprint(dict(OPTIONS), dict(VERSIONS))
+    assert verdicts.fingerprint({**OPTIONS, "sample_points_per_class": 4}, VERSIONS) != base
+    assert verdicts.fingerprint({**OPTIONS, "limits": {"num_classes": 9, "ignore_label": 255}}, VERSIONS) != base
+    for package in ("imagecodecs", "simplejpeg", "pillow", "numpy"):
+        assert verdicts.fingerprint(OPTIONS, {**VERSIONS, package: "0"}) != base, package
+    assert verdicts.fingerprint(OPTIONS, {**VERSIONS, "tensorflow": "other"}) == base
+
+
+def test_buckets_and_the_audit_draw_are_stable_hashes():
+    assert verdicts.bucket_of("images/a.png") == verdicts.bucket_of("images/a.png")
+    buckets = {verdicts.bucket_of(f"k{i}") for i in range(5000)}
+    assert len(buckets) > 900 and max(buckets) < verdicts.NUM_BUCKETS
+    drawn = [verdicts.audited(f"k{i}", "run1", 0.1) for i in range(5000)]
+    assert 400 < sum(drawn) < 600                                  # about a tenth
+    assert drawn == [verdicts.audited(f"k{i}", "run1", 0.1) for i in range(5000)]
+    assert drawn != [verdicts.audited(f"k{i}", "run2", 0.1) for i in range(5000)]   # drawn anew per run
+    assert not any(verdicts.audited(f"k{i}", "run1", 0.0) for i in range(100))
+    assert all(verdicts.audited(f"k{i}", "run1", 1.0) for i in range(100))
+
+
+def test_a_local_files_version_follows_its_size_mtime_and_inode(tmp_path):
+    path = tmp_path / "a.png"
+    path.write_bytes(b"1234")
+    first = streams.file_version(str(path))
+    assert first == streams.file_version(str(path))
+    stat = path.stat()
+    path.write_bytes(b"1235")                                      # one byte changed, size kept ...
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))        # ... and the mtime put back: ctime shows it
+    assert streams.file_version(str(path)) != first
+    assert streams.file_version(str(tmp_path / "missing.png")) is None
+
+
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_parts_are_committed_as_they_fill_and_a_killed_writer_leaves_only_whole_parts(tmp_path, monkeypatch):
+    monkeypatch.setattr(verdict_store, "COMMIT_EVERY", 3)
+    folder, clock = str(tmp_path / "fp"), Clock()
+    writer = verdict_store.PartWriter(folder, 7, "20261201T000000Z-00000001", clock=clock)
+    for i in range(4):
+        writer.add(verdict(key=f"k{i}"))
+    # three verdicts committed; the fourth is in a temporary file, which is no part
+    assert len(verdict_store.part_paths(folder, 7)) == 1
+    assert sorted(verdict_store.load(folder, 7)) == ["k0", "k1", "k2"]
+    assert any(name.startswith(verdict_store.TEMP_PREFIX) for name in os.listdir(Path(folder) / "0007"))
+    clock.now = verdict_store.COMMIT_SECONDS                      # ten seconds on: the next verdict commits
+    writer.add(verdict(key="k4"))
+    assert sorted(verdict_store.load(folder, 7)) == ["k0", "k1", "k2", "k3", "k4"]
+    assert writer.close() == verdict_store.part_paths(folder, 7)
+
+
+def test_the_newest_verdict_of_a_key_wins_and_a_damaged_part_is_skipped(tmp_path, caplog):
+    folder = str(tmp_path / "fp")
+    old = verdict_store.PartWriter(folder, 1, "20261201T000000Z-00000001")
+    old.add(verdict(key="a", valid=b"old"))
+    old.add(verdict(key="b", valid=b"old"))
+    old_parts = old.close()
+    new = verdict_store.PartWriter(folder, 1, "20261202T000000Z-00000002")
+    new.add(verdict(key="a", valid=b"new"))
+    new_parts = new.close()
+    loaded = verdict_store.load(folder, 1)
+    assert (loaded["a"].valid, loaded["b"].valid) == (b"new", b"old")
+    Path(old_parts[0]).write_bytes(Path(old_parts[0]).read_bytes()[:-5])     # cut off inside a record
+    assert {key: v.valid for key, v in verdict_store.load(folder, 1).items()} == {"a": b"new"}
+    assert "cannot be read" in caplog.text
+    verdict_store.remove_others(folder, 1, keep=new_parts)
+    assert verdict_store.part_paths(folder, 1) == new_parts
+
+
+def test_garbage_collection_keeps_only_the_runs_own_parts_of_its_fingerprint(tmp_path):
+    root = tmp_path / "cache"
+    run, old = "20261202T000000Z-00000002", "20261201T000000Z-00000001"
+    kept = []
+    for bucket, run_id in ((1, run), (2, old), (3, run)):
+        writer = verdict_store.PartWriter(str(root / "fp"), bucket, run_id)
+        writer.add(verdict(key=f"k{bucket}"))
+        parts = writer.close()
+        kept += parts if run_id == run else []
+    other = verdict_store.PartWriter(str(root / "otherfp"), 1, old)
+    other.add(verdict())
+    other.close()
+    (root / "fp" / "0003" / ".tmp-left-by-a-kill.verdicts").write_bytes(b"x")
+    (root / verdict_store.OWNER).write_text("{}")
+    assert verdict_store.collect_garbage(str(root), "fp", run) == 3
+    left = sorted(str(path) for path in root.rglob("*") if path.is_file())
+    assert left == sorted(kept + [str(root / verdict_store.OWNER)])
