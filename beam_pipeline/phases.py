@@ -4,8 +4,9 @@ With ``BEAM_PIPELINE_PAUSE_AT=<phase>`` and ``BEAM_PIPELINE_PAUSE_FILE=<path>`` 
 (the DirectRunner's SDK worker processes inherit it), the first process to reach ``<phase>`` creates
 ``<path>`` holding its pid, and every process that reaches it waits until ``<path>.go`` exists. A test
 waits for ``<path>``, then kills the run (SIGKILL to its process group: launcher and SDK workers) or
-creates ``<path>.go`` to let it go on. Without the variables :func:`reached` returns at once; the
-variables are read once, when this module is imported.
+creates ``<path>.go`` to let it go on. ``BEAM_PIPELINE_PAUSE_AFTER=<n>`` makes each process pass the
+phase n - 1 times before it waits there (a kill once several verdict buckets are done). Without the
+variables :func:`reached` returns at once; they are read once, when this module is imported.
 """
 
 import os
@@ -26,14 +27,21 @@ PHASES = (VALIDATE, VERDICTS_COMMITTED, STATISTICS, WRITE_SHARD, FINALIZE, PUBLI
 
 PAUSE_AT_VARIABLE = "BEAM_PIPELINE_PAUSE_AT"
 PAUSE_FILE_VARIABLE = "BEAM_PIPELINE_PAUSE_FILE"
+PAUSE_AFTER_VARIABLE = "BEAM_PIPELINE_PAUSE_AFTER"
 _PAUSE_AT = os.environ.get(PAUSE_AT_VARIABLE)
 _PAUSE_FILE = os.environ.get(PAUSE_FILE_VARIABLE)
+_PAUSE_AFTER = int(os.environ.get(PAUSE_AFTER_VARIABLE) or 1)
+_passed = 0
 _POLL_SECONDS = 0.05
 
 
 def reached(phase: str) -> None:
     """Called where a run passes ``phase``; waits there only when a test asked for it."""
+    global _passed
     if _PAUSE_AT != phase or not _PAUSE_FILE:
+        return
+    _passed += 1
+    if _passed < _PAUSE_AFTER:
         return
     go = _PAUSE_FILE + ".go"
     if os.path.exists(go):

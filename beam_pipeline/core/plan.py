@@ -115,16 +115,17 @@ def estimate(*, discovered: int, selected_by_split: Mapping[str, int], samples: 
 
 def object_store_requests(*, files_per_pair: int, validated_pairs: int, written_records: int,
                           listed_objects: int, shard_sizes: Sequence[int], input_bytes: int,
-                          output_scheme: str = "gs://") -> dict:
+                          output_scheme: str = "gs://", cache: bool = True) -> dict:
     """The requests a run makes when its input and output are on an object store.
 
     Every validated pair's files are opened once by validation, and every written record's files once
     more by the writer, which re-reads and verifies them (repeat-factor copies included):
-    REQUESTS_PER_OPEN GETs each. A folder input is listed a page of LIST_PAGE_OBJECTS objects at a time (a listing file
+    REQUESTS_PER_OPEN GETs each. With the verdict cache on, validation first asks each file's version
+    (one metadata request; its pre-key, docs/cache.md): this counts a first run, when nothing is cached. A folder input is listed a page of LIST_PAGE_OBJECTS objects at a time (a listing file
     input lists nothing). Each shard is uploaded in chunks and moved into place. ``per_tb`` divides by
     the terabytes of input read.
     """
-    validation = validated_pairs * files_per_pair * REQUESTS_PER_OPEN
+    validation = validated_pairs * files_per_pair * (REQUESTS_PER_OPEN + (1 if cache else 0))
     reread = written_records * files_per_pair * REQUESTS_PER_OPEN
     pages = math.ceil(listed_objects / LIST_PAGE_OBJECTS)
     chunk = UPLOAD_CHUNK_BYTES.get(output_scheme, UPLOAD_CHUNK_BYTES["gs://"])

@@ -7,6 +7,7 @@ while a file lives below it).
 """
 
 import json
+import os
 from typing import Dict
 
 from apache_beam.io.filesystem import BeamIOError
@@ -130,3 +131,15 @@ def remove_files(file_paths) -> None:
     present = [path for path in file_paths if FileSystems.exists(path)]
     if present:
         FileSystems.delete(present)
+
+
+def remove_empty_folders(folder: str) -> None:
+    """Remove the empty folders below a local ``folder`` (an object store has no folders to leave behind)."""
+    if paths.split_scheme(folder)[0] or not os.path.isdir(folder):
+        return
+    for parent, _, _ in os.walk(folder, topdown=False):
+        if parent != folder and not os.listdir(parent):     # its children walked (and removed) first
+            try:
+                os.rmdir(parent)
+            except OSError:
+                pass                 # filled again meanwhile, or not ours to remove

@@ -80,7 +80,7 @@ def collect_garbage(root: str, fingerprint: str, run_id: str) -> int:
     """After a commit: remove every file under the cache ``root`` but the parts this run committed under
     ``fingerprint`` (and the owner record). A bucket this run wrote no part to holds no pair of the corpus
     any more; another fingerprint's verdicts are read by no run of these options; a temporary file is
-    what a killed writer left. Returns how many files went."""
+    what a killed writer left. Emptied local folders go too. Returns how many files went."""
     own = f"{run_id}-"
     stale = []
     for relative in files.list_files(root):
@@ -91,6 +91,7 @@ def collect_garbage(root: str, fingerprint: str, run_id: str) -> int:
         if not (len(parts) == 3 and parts[0] == fingerprint and name.startswith(own) and name.endswith(SUFFIX)):
             stale.append(paths.join(root, relative))
     files.remove_files(stale)
+    files.remove_empty_folders(root)
     return len(stale)
 
 

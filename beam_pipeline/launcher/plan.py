@@ -124,7 +124,7 @@ def _requests(config: CorpusConfig, plan: dict) -> dict:
         files_per_pair=1 if config.task == "classification" else 2, validated_pairs=plan["selected"],
         written_records=sum(entry["records"] for entry in plan["splits"].values()), listed_objects=listed,
         shard_sizes=[entry["shard_bytes"] for entry in plan["splits"].values() for _ in range(entry["shards"])],
-        input_bytes=plan["input_bytes"], output_scheme=model)
+        input_bytes=plan["input_bytes"], output_scheme=model, cache=config.use_cache)
     local = not (split_scheme(config.input)[0] in UPLOAD_CHUNK_BYTES and output_scheme in UPLOAD_CHUNK_BYTES)
     return dict(requests, model=model, local=local)
 

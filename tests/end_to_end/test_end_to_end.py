@@ -144,7 +144,7 @@ def test_shard_digests_sizes_and_split_column(seg, corpus_dir):
             assert max(sizes) <= 1.1 * min(sizes), (split, sizes)
     assert len(manifest["splits"]["train"]["shards"]) >= 5
     assert set(manifest["splits"]) == {"train", "val", "test"}
-    assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "runs"]     # no lock, no working files
+    assert sorted(p.name for p in out.iterdir()) == ["cache", "manifest.json", "runs"]     # no lock, no working files
     assert [p.name for p in (out / "runs").iterdir()] == [manifest["run_id"]]
 
 

@@ -15,6 +15,9 @@ processes) again and again on one output folder, in one module fixture:
    written, then one killed after a fixed delay, then one killed just after its commit;
 5. the recovery again, with --overwrite.
 
+And on an output of its own: a run killed once verdict buckets are committed, then the same command
+again, which must reuse every verdict the killed run committed (the verdict cache, docs/cache.md).
+
 After each kill the output holds the previous complete dataset (the same manifest.json bytes, every
 file verified) or none (no manifest.json, which is all a reader opens first), beam_pipeline.verify says
 the same, and no process of the run is left. Each recovery gives what the clean run gave, byte for byte
@@ -61,13 +64,14 @@ class Run:
         return self.log.read_text() if self.log.exists() else ""
 
 
-def start(args, log: Path, pause_at: Optional[str] = None, preexec_fn=None) -> Run:
+def start(args, log: Path, pause_at: Optional[str] = None, preexec_fn=None, pause_after: int = 1) -> Run:
     """python -m beam_pipeline in a process group of its own (the SDK workers join it)."""
     env = dict(os.environ)
     pause_file = None
     if pause_at:
         pause_file = log.with_suffix(".paused")
-        env.update({phases.PAUSE_AT_VARIABLE: pause_at, phases.PAUSE_FILE_VARIABLE: str(pause_file)})
+        env.update({phases.PAUSE_AT_VARIABLE: pause_at, phases.PAUSE_FILE_VARIABLE: str(pause_file),
+                    phases.PAUSE_AFTER_VARIABLE: str(pause_after)})
     with open(log, "w") as handle:
         process = subprocess.Popen([sys.executable, "-m", "beam_pipeline", *map(str, args)], cwd=ROOT,
                                    stdout=handle, stderr=subprocess.STDOUT, text=True, env=env,
@@ -163,9 +167,9 @@ def observe_kill(out: Path, run: Run, phase: str, before: Optional[bytes]) -> Ki
                 time.monotonic() - run.started)
 
 
-def kill_at(out: Path, args: list, phase: str, log: Path) -> Kill:
+def kill_at(out: Path, args: list, phase: str, log: Path, pause_after: int = 1) -> Kill:
     before = manifest_bytes(out)
-    run = start([*args, "--output", out], log, pause_at=phase)
+    run = start([*args, "--output", out], log, pause_at=phase, pause_after=pause_after)
     wait_paused(run)
     return observe_kill(out, run, phase, before)
 
@@ -259,7 +263,7 @@ def test_the_rerun_takes_the_stale_lock_over_and_equals_a_clean_run(matrix):
     assert matrix["rerun_same"]                                        # assert_same_outputs(reference, output)
     assert matrix["rerun_verified"].ok, [str(p) for p in matrix["rerun_verified"].problems]
     manifest = matrix["rerun_manifest"]
-    assert after["top"] == ["manifest.json", "runs"]                   # no lock left
+    assert after["top"] == ["cache", "manifest.json", "runs"]                   # no lock left
     assert after["versions"] == [manifest["run_id"]]                   # every killed run's folder is gone
     assert matrix["before_rerun"]["versions"] == [stale["run_id"]]
 
@@ -302,8 +306,55 @@ def test_the_overwrite_rerun_equals_a_clean_run_and_keeps_one_previous_version(m
     committed = json.loads(matrix["committed"].after)
     assert manifest["retained_run_ids"] == [committed["run_id"]]      # --keep_versions 1
     assert after["versions"] == sorted([manifest["run_id"], committed["run_id"]])
-    assert after["top"] == ["manifest.json", "runs"]
+    assert after["top"] == ["cache", "manifest.json", "runs"]
 
+
+
+# --------------------------------------------------------------------------
+# Kill, then re-run: the verdict cache (docs/cache.md) keeps what the killed run finished
+# --------------------------------------------------------------------------
+def committed_verdicts(out: Path) -> dict:
+    """Every verdict in the committed parts of the output's cache (one fingerprint), read as a re-run does."""
+    from beam_pipeline.core.verdicts import NUM_BUCKETS
+    from beam_pipeline.io import verdict_store
+    folders = [p for p in (out / "cache").iterdir() if p.is_dir()]
+    assert len(folders) == 1, folders
+    verdicts = {}
+    for bucket in range(NUM_BUCKETS):
+        verdicts.update(verdict_store.load(str(folders[0]), bucket))
+    return verdicts
+
+
+@pytest.fixture(scope="module")
+def resumed(corpus_dir, reference, tmp_path_factory):
+    """A fresh output: the command killed once an SDK worker has committed its 8th verdict bucket (most hold
+    one of the 40 pairs), then run again."""
+    work = tmp_path_factory.mktemp("resumed")
+    out = work / "out"
+    args = command(corpus_dir)
+    kill = kill_at(out, args, phases.VERDICTS_COMMITTED, work / "killed.log", pause_after=8)
+    kept = committed_verdicts(out)
+    rerun = start([*args, "--output", out], work / "rerun.log")
+    return kill, kept, (finish(rerun), rerun.output()), out
+
+
+def test_a_rerun_after_a_kill_mid_validation_reuses_every_committed_verdict_and_equals_a_clean_run(resumed, reference):
+    kill, kept, (code, text), out = resumed
+    assert kill.after is None and kill.survivors == []
+    assert 8 <= len(kept) < 40                                        # some of the 40 pairs, not all
+    assert code == 0, text[-5000:]
+    assert_same_outputs(reference[0], out)
+    manifest = manifest_of(out)
+    lineage, counts = manifest["lineage"], manifest["counts"]
+    print(f"\nkilled with {len(kept)} verdicts committed; the re-run: {lineage}")
+    assert lineage["rehashed"] == 0                                   # the files did not change
+    # A listing may name a pair twice; each of its rows reuses the one verdict.
+    assert lineage["from_cache"] >= len(kept)
+    before_validation = counts["rejected"]["by_reason"].get("path_outside_root", 0)     # the listing's own check
+    assert lineage["validated"] + lineage["from_cache"] == (counts["discovered"] - counts["filtered_out"]["total"]
+                                                            - before_validation)
+    assert lineage["parent_run_id"] is None                           # the killed run published nothing
+    assert verify(str(out)).ok
 
 # --------------------------------------------------------------------------
 # Damaged files

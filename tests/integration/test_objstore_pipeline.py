@@ -239,7 +239,7 @@ def test_s3_reads_of_the_corpus_match_the_request_model_of_plan(published, local
     model = object_store_requests(
         files_per_pair=2, validated_pairs=counts["discovered"] - counts["filtered_out"]["total"],
         written_records=sum(shard["records"] for entry in manifest["splits"].values() for shard in entry["shards"]),
-        listed_objects=0, shard_sizes=[], input_bytes=1, output_scheme="s3://")
+        listed_objects=0, shard_sizes=[], input_bytes=1, output_scheme="s3://", cache=True)
     print(f"\ncorpus reads counted {len(reads)}, modelled {model['gets']} "
           f"({model['validation_gets']} validating, {model['reread_gets']} re-reading)")
     # The model counts 2 requests per file opened; broken inputs open fewer (a missing image skips its mask).
