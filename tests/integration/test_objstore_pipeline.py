@@ -15,6 +15,8 @@ and ``--project``), on the DirectRunner with its two SDK worker processes.
 * On S3: an ``--overwrite`` run killed (SIGKILL to its process group) with a shard half written leaves
   the published dataset as it was; the next ``--overwrite`` run takes the killed run's lock over, keeps
   the old version readable until its commit, and cleans up what the killed run left.
+* The verdict cache beside an output on each store (docs/cache.md): the S3 recovery above and a second
+  GCS run reuse the first run's verdicts, and still equal the local run.
 * On S3: paired folders whose listing spans two pages (1000 keys each), read through a proxy that
   refuses a share of the requests with 503/500: every record arrives once, equal to the local run.
 
@@ -276,6 +278,34 @@ def test_gcs_a_live_lock_holder_refuses_a_second_run_and_a_killed_ones_is_taken_
     assert store.keys(bucket) == []                                # and released it
 
 
+def uncacheable(manifest: dict) -> int:
+    """The rejects that never enter the verdict cache (no file to take a version of)."""
+    from beam_pipeline.core import reasons
+    by_reason = manifest["counts"]["rejected"]["by_reason"]
+    return sum(by_reason.get(reason, 0) for reason in
+               (reasons.MISSING_FILE, reasons.EMPTY_FILE, reasons.UNREADABLE, reasons.FILE_TOO_LARGE))
+
+
+def test_gcs_rerun_reuses_the_verdicts_in_its_output_cache(gcs_corpus, published, local_run, object_corpus, tmp_path):
+    """The same command again with --overwrite on the published GCS output: the verdict cache beside it
+    (OUTPUT/cache, on the emulator) is used on each object's generation and CRC32C, and the dataset is
+    the local run's, byte for byte."""
+    result = published("gcs")
+    assert result.code == 0, result.output[-6000:]
+    store, bucket = gcs_corpus, result.bucket
+    code, text = run(store, ["--input", store.url(CORPUS_BUCKET, "segmentation/manifest.csv"),
+                             "--output", store.url(bucket, "v1"), "--overwrite", *COMMON], tmp_path / "rerun.log")
+    assert code == 0, text[-6000:]
+    copy = download(store, bucket, "v1", tmp_path / "copy")
+    assert_same_outputs(local_run[0], copy, input_roots=corpus_roots(object_corpus, store))
+    manifest = manifest_of(copy)
+    lineage = manifest["lineage"]
+    assert lineage["from_cache"] > 0 and lineage["rehashed"] == 0
+    assert lineage["validated"] == uncacheable(manifest)
+    assert lineage["cache"]["folder"].startswith(store.url(bucket, "v1/cache/"))
+    assert f"{lineage['from_cache']} from the verdict cache" in text
+
+
 HOLD = r"""
 import sys, time
 from apache_beam.options.pipeline_options import PipelineOptions
@@ -350,6 +380,11 @@ def test_s3_killed_overwrite_keeps_the_dataset_and_the_next_run_replaces_it(
     manifest = manifest_of(copy)
     assert manifest["run_id"] not in (first["run_id"], holder["run_id"])
     assert manifest["retained_run_ids"] == [first["run_id"]]              # kept for readers mid-epoch
+    # The verdicts of the first run, in OUTPUT/cache on S3, reused on their objects' ETags: only the pairs
+    # whose files cannot be kept (missing ones) are validated again.
+    assert manifest["lineage"]["from_cache"] > 0 and manifest["lineage"]["rehashed"] == 0
+    assert manifest["lineage"]["validated"] == uncacheable(manifest)
+    assert manifest["lineage"]["cache"]["folder"].startswith(store.url(bucket, "v1/cache/"))
     assert versions(store, bucket, "v1") == sorted([first["run_id"], manifest["run_id"]])
     assert_same_outputs(local_run[0], copy, input_roots=corpus_roots(object_corpus, store))
     assert lock_record(store, bucket, "v1") is None
