@@ -97,9 +97,8 @@ class CorpusConfig:
         """The cache this run reads and writes: the folder of the fingerprint of its check options and decoders."""
         if self.cache_root is None:
             return CacheSpec()
-        options = dataclasses.asdict(self.check_spec())
-        options.pop("max_file_bytes")            # a file too large is never kept: the limit changes no verdict
-        folder = paths.join(self.cache_root, fingerprint(options, versions))
+        # Every check option, --max_file_bytes too: a reused verdict's files are not read, so not measured.
+        folder = paths.join(self.cache_root, fingerprint(dataclasses.asdict(self.check_spec()), versions))
         return CacheSpec(folder=folder, run_id=run_id, revalidate=self.revalidate, audit=self.cache_audit)
 
     def stats_spec(self, data_dir: str) -> StatsSpec:
