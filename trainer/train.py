@@ -161,7 +161,7 @@ def _record_input_shards(read: Dict[str, List[PipelineShard]], out_dir: str) -> 
 
 def _verify_in_background(artifacts: Artifacts, unverified: List[str], read: Dict[str, List[PipelineShard]],
                           record, chief: bool) -> BackgroundVerifier:
-    """Start checking the digests left after the first check: the shards this process reads, and on the
+    """The check of the digests left after the first check (started after the first step): the shards this process reads, and on the
     chief also every file no worker reads in training (the other splits' shards, the files that grow
     with the dataset), so that each file is checked by one process (trainer/verification.py)."""
     mine = set(relative_to_data_dir(artifacts, [f for parts in read.values() for part in parts for f in part.files]))
@@ -169,10 +169,9 @@ def _verify_in_background(artifacts: Artifacts, unverified: List[str], read: Dic
         train_shards = set(relative_to_data_dir(artifacts, artifacts.shard_paths("train")))
         mine |= {f for f in unverified if f not in train_shards}
     verifier = BackgroundVerifier(artifacts, [f for f in unverified if f in mine], record)
-    if verifier.files:
-        _LOG.info("verifying the SHA-256 of %d file(s) in the background while training reads them",
-                  len(verifier.files))
-        verifier.start()
+    if verifier.files:       # started by StopOnDamagedFile once the first step is done
+        _LOG.info("verifying the SHA-256 of %d file(s) in the background from the first step on, while training "
+                  "reads them", len(verifier.files))
     return verifier
 
 

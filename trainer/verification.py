@@ -7,10 +7,11 @@ Before the first step (:func:`check_before_training`), in a time that does not g
 * the SHA-256 of the files whose size does not grow with the data: ``stats.json`` and ``transform/``
   (which training reads whole before its first step), ``report.html`` and the TFDV statistics.
 
-While training (:class:`BackgroundVerifier`, a thread): the SHA-256 of every shard this process reads,
-and on the chief also of every file that no worker reads in training (the other splits' shards, the
-rejects and class-index files, which grow with the data), read again while tf.data reads the shards,
-with progress lines: each listed file is checked by one process. A mismatch stops training with one clear line
+While training (:class:`BackgroundVerifier`, a thread started when the first step is done, so that the
+first step has the cores and the disk to itself): the SHA-256 of every shard this process reads, and on
+the chief also of every file that no worker reads in training (the other splits' shards, the rejects
+and class-index files, which grow with the data), read again while tf.data reads the shards, with
+progress lines: each listed file is checked by one process. A mismatch stops training with one clear line
 (:class:`StopOnDamagedFile` raises ArtifactError after the step that finds it), and training that ends
 first waits for the check to finish before it exports anything.
 
@@ -160,16 +161,25 @@ class BackgroundVerifier(threading.Thread):
         if self.error:
             raise ArtifactError(self.error)
 
+    def begin(self) -> None:
+        """Start the check (once; nothing to do without files)."""
+        if self.files and self.ident is None:
+            self.start()
+
     def finish(self) -> None:
-        """Wait for the check to end; raise ArtifactError if it found a damaged file."""
+        """Wait for the check to end (starting it if training ended before its first step); raise
+        ArtifactError if it found a damaged file."""
+        self.begin()
         if self.files:
             self.join()
         self.raise_if_damaged()
 
 
 class StopOnDamagedFile(keras.callbacks.Callback):
-    """Stops training at the step after the background check finds a damaged file, with its one line;
-    logs when the first step is done, counted from ``started`` (the trainer's start)."""
+    """Starts the background check when the first step is done (so that it does not compete with the
+    first step's tracing and first reads for the cores and the disk), logs that step's time counted from
+    ``started`` (the trainer's start), and stops training at the step after the check finds a damaged
+    file, with its one line."""
 
     def __init__(self, verifier: BackgroundVerifier, started: float, clock: Callable[[], float] = time.monotonic):
         super().__init__()
@@ -182,6 +192,7 @@ class StopOnDamagedFile(keras.callbacks.Callback):
         if self._first:
             self._first = False
             _LOG.info("first step done %.1f s after the trainer started", self._clock() - self._started)
+            self._verifier.begin()
         self._verifier.raise_if_damaged()
 
 
