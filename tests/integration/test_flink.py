@@ -256,3 +256,23 @@ def test_s3_to_s3_on_flink_equals_the_local_direct_run(flink_s3_run, object_loca
                               env=subprocess_env(store), timeout=FLINK_RUN_TIMEOUT)
     assert verified.returncode == 0, verified.stderr[-3000:]
     assert verified.stdout.startswith(f"OK: {len(manifest['files'])} files"), verified.stdout
+
+
+def test_a_second_flink_run_reuses_the_verdict_cache_beside_its_output(both, flink_cluster, corpus_dir):
+    """The local-disk job again with --overwrite (last in this module: it replaces flink_run's version): the SDK
+    workers read the first job's verdicts from OUTPUT/cache and the shards stay the DirectRunner's."""
+    direct, out = both
+    stdout, _ = _flink_job(flink_cluster, ["--input", corpus_dir / "segmentation" / "manifest.csv", "--output", out,
+                                           "--num_classes", NUM_CLASSES, "--target_shard_bytes", 4_000_000,
+                                           "--overwrite"], "local disk, again on its verdict cache")
+    manifest = _manifest(out)
+    lineage, by_reason = manifest["lineage"], manifest["counts"]["rejected"]["by_reason"]
+    missing = sum(by_reason.get(reason, 0) for reason in ("missing_file", "empty_file", "unreadable", "file_too_large"))
+    assert lineage["from_cache"] > 0 and lineage["rehashed"] == 0
+    assert lineage["validated"] == missing                 # only what the cache never keeps is validated again
+    assert lineage["parent_run_id"] is not None
+    assert f"{lineage['from_cache']} from the verdict cache" in stdout
+    direct_manifest = _manifest(direct)
+    for split, entry in direct_manifest["splits"].items():
+        assert [s["sha256"] for s in entry["shards"]] == [s["sha256"] for s in manifest["splits"][split]["shards"]]
+    assert (dataset_dir(direct) / "stats.json").read_bytes() == (dataset_dir(out) / "stats.json").read_bytes()
