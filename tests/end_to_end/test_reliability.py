@@ -325,13 +325,13 @@ def committed_verdicts(out: Path) -> dict:
     return verdicts
 
 
-@pytest.fixture(scope="module")
-def resumed(corpus_dir, reference, tmp_path_factory):
-    """A fresh output: the command killed once an SDK worker has committed its 8th verdict bucket (most hold
-    one of the 40 pairs), then run again."""
-    work = tmp_path_factory.mktemp("resumed")
+@pytest.fixture(scope="module", params=[1, 2], ids=["workers1", "workers2"])
+def resumed(request, corpus_dir, reference, tmp_path_factory):
+    """A fresh output: the command (with one or two SDK workers) killed once an SDK worker has committed its
+    8th verdict bucket (most hold one of the 40 pairs), then run again."""
+    work = tmp_path_factory.mktemp(f"resumed_w{request.param}")
     out = work / "out"
-    args = command(corpus_dir)
+    args = [*command(corpus_dir), "--direct_num_workers", str(request.param)]
     kill = kill_at(out, args, phases.VERDICTS_COMMITTED, work / "killed.log", pause_after=8)
     kept = committed_verdicts(out)
     rerun = start([*args, "--output", out], work / "rerun.log")
