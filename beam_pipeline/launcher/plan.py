@@ -126,7 +126,7 @@ def _requests(config: CorpusConfig, plan: dict) -> dict:
         shard_sizes=[entry["shard_bytes"] for entry in plan["splits"].values() for _ in range(entry["shards"])],
         input_bytes=plan["input_bytes"], output_scheme=model, cache=config.use_cache)
     local = not (split_scheme(config.input)[0] in UPLOAD_CHUNK_BYTES and output_scheme in UPLOAD_CHUNK_BYTES)
-    return dict(requests, model=model, local=local)
+    return dict(requests, model=model, local=local, cache=config.use_cache)
 
 
 def render_plan(plan: dict) -> str:
@@ -158,7 +158,8 @@ def _request_lines(requests: dict, splits: dict) -> list:
     return [f"  object-store requests    ({where}; docs/runners.md \"Cost per TB\")",
             f"    GETs                   ~{human_count(requests['gets'])}: ~{human_count(requests['validation_gets'])} "
             f"validation + ~{human_count(requests['reread_gets'])} the writer's re-read, "
-            f"{REQUESTS_PER_OPEN} per file opened",
+            f"{REQUESTS_PER_OPEN} per file opened" + (" and 1 per validated file for its version (the verdict cache; "
+                                                      "a first run)" if requests.get("cache") else ""),
             f"    listing pages          ~{human_count(requests['list_pages'])}",
             f"    uploads                ~{human_count(requests['uploads'])} for {shards:,} shard(s) "
             "(start, chunks, move into place)",

@@ -55,15 +55,17 @@ def test_plan_on_the_sample_corpus_writes_nothing(corpus_dir, tmp_path):
     for label in ("shuffle", "worker memory per core", "vCPU-hours", "train ", "val ", "test "):
         assert label in text
     assert "object-store requests    (as on gs://; this run's local paths make none" in text
-    # A listing file input: no listing pages; 251 selected pairs of two files, 2 GETs per open.
+    # A listing file input: no listing pages; 251 selected pairs of two files, 2 GETs per open and one
+    # request for each file's version (the verdict cache's pre-key).
     assert "    listing pages          ~0\n" in text
-    assert "~1,004 validation + " in text
+    assert "~1,506 validation + " in text
+    assert "and 1 per validated file for its version (the verdict cache; a first run)" in text
 
 
 def test_object_store_requests_by_hand():
     requests = object_store_requests(files_per_pair=2, validated_pairs=1000, written_records=1100,
                                      listed_objects=2500, shard_sizes=[128 * MiB, 20 * MiB, 1_000_000],
-                                     input_bytes=500_000_000_000, output_scheme="gs://")
+                                     input_bytes=500_000_000_000, output_scheme="gs://", cache=False)
     assert requests["validation_gets"] == 4000          # 1000 pairs x 2 files x 2 requests
     assert requests["reread_gets"] == 4400              # 1100 records (repeat copies re-read too)
     assert requests["gets"] == 8400
@@ -71,6 +73,13 @@ def test_object_store_requests_by_hand():
     # start + 16 MiB chunks + a copy into place: 1+8+1, 1+2+1, 1+1+1
     assert requests["uploads"] == 17
     assert requests["per_tb"] == {"gets": 16800, "list_pages": 6, "uploads": 34}   # 0.5 TB read
+
+
+def test_object_store_requests_with_the_verdict_cache_ask_each_file_its_version():
+    requests = object_store_requests(files_per_pair=2, validated_pairs=1000, written_records=1100, listed_objects=0,
+                                     shard_sizes=[], input_bytes=1, output_scheme="gs://")
+    assert requests["validation_gets"] == 6000          # 1000 pairs x 2 files x (2 requests + 1 for the version)
+    assert requests["reread_gets"] == 4400
 
 
 def test_object_store_uploads_on_s3_and_nothing_read():
@@ -88,13 +97,17 @@ def test_readme_cost_per_tb_comes_from_the_model():
     # 7,451 shards of 128 MiB (1 TB of records), a listing file input; or the same as paired folders.
     shards = [128 * MiB] * 7451
     from_listing = object_store_requests(files_per_pair=2, validated_pairs=7_500_000, written_records=7_500_000,
-                                         listed_objects=0, shard_sizes=shards, input_bytes=10**12)
+                                         listed_objects=0, shard_sizes=shards, input_bytes=10**12, cache=False)
     from_folders = object_store_requests(files_per_pair=2, validated_pairs=7_500_000, written_records=7_500_000,
                                          listed_objects=15_000_000, shard_sizes=shards, input_bytes=10**12)
+    with_cache = object_store_requests(files_per_pair=2, validated_pairs=7_500_000, written_records=7_500_000,
+                                       listed_objects=0, shard_sizes=shards, input_bytes=10**12)
     assert from_listing["gets"] == 60_000_000           # 30 M opens x 2
+    assert with_cache["gets"] == 75_000_000             # and 15 M version requests, one per file
     assert from_listing["uploads"] == 74_510            # 7,451 x (1 + 8 + 1)
     assert from_folders["list_pages"] == 15_000
     cost = re.search(r"\*\*Cloud Storage requests\*\*.*?(?=\n\n)", Path(ROOT, "docs/runners.md").read_text(), re.DOTALL).group(0)
     cost = " ".join(cost.split())
-    for figure in ("30 M opens", "60 M GET requests", "$24 per TB", "74,510 upload requests", "15,000 listing pages"):
+    for figure in ("30 M opens", "60 M GET requests", "$24 per TB", "74,510 upload requests", "15,000 listing pages",
+                   "75 M, ≈ $30 per TB"):
         assert figure in cost, figure
