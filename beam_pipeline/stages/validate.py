@@ -100,12 +100,21 @@ class ValidateBucketFn(counters.CountingDoFn):
             return read, FRESH, None
         image, mask = read
         self._bytes_read.inc(len(image) + len(mask))
-        digests = (sha256_hex(image), sha256_hex(mask) if mask else "")
-        if decision == REHASH and same_content(cached, *digests):
-            return restored(cached, ref), REHASHED, dataclasses.replace(
-                cached, image_version=versions[0], mask_version=versions[1])
+        digests = None
+        if decision == REHASH:
+            digests = _digests(image, mask)
+            if same_content(cached, *digests):
+                return restored(cached, ref), REHASHED, dataclasses.replace(
+                    cached, image_version=versions[0], mask_version=versions[1])
         result = pairs.check_bytes(ref, self._spec, image, mask)
+        if digests is None:              # a valid pair carries the digests validation took; hash only a rejected one
+            digests = ((result.image_sha256, result.mask_sha256) if isinstance(result, ValidPair)
+                       else _digests(image, mask))
         return result, FRESH, verdict_of(ref, versions, digests, result)
+
+
+def _digests(image: bytes, mask: bytes):
+    return sha256_hex(image), sha256_hex(mask) if mask else ""
 
 
 def _pre_key(path: str) -> Optional[str]:
