@@ -25,7 +25,8 @@ CLASS_FOLDER_GLOB = "*/*"      # one folder per class, relative to the input fol
 IMAGES = "images"              # paired folders: the image globs ...
 MASKS = "masks"                # ... and the mask glob, joined on the mask path
 MAX_EXAMPLES_SALT = "max_examples"
-_CHUNK = 4 * 1024 * 1024
+_FIRST_READ = 256 * 1024      # bytes asked for first when the size is not known: about one typical file
+_CHUNK = 4 * 1024 * 1024      # the most asked for at once: later reads double up to it
 
 
 # --------------------------------------------------------------------------
@@ -144,7 +145,7 @@ def select(ref: PairRef, spec: SelectSpec) -> Discovered:
 # --------------------------------------------------------------------------
 # Check
 # --------------------------------------------------------------------------
-def read_file(path: str, max_bytes: int, what: str) -> Union[bytes, Rejection]:
+def read_file(path: str, max_bytes: int, what: str, expected_size: int = 0) -> Union[bytes, Rejection]:
     """All bytes of ``path``, or a Rejection (missing, unreadable, empty or too large).
 
     At most ``max_bytes + 1`` bytes are read, so an oversized file costs no memory. A read that
@@ -152,6 +153,12 @@ def read_file(path: str, max_bytes: int, what: str) -> Union[bytes, Rejection]:
     after it is opened (another read, past the end, would be one more request on GCS). A server or
     network error that outlived the storage clients' retries is raised, not turned into a
     rejection (beam_pipeline/streams.py).
+
+    The first read asks for ``expected_size + 1`` bytes when the size is known (the writer knows it
+    from validation), else for _FIRST_READ, and each later one for twice as much, up to _CHUNK. A
+    read asks for a buffer of the size it asks for, and one far larger than the file (4 MiB for a
+    200 KB photo) made the allocator hand back and fault in fresh pages on every file: 2.2 times
+    the kernel time of reading the file (docs/benchmarks.md, "Reading a file").
     """
     try:
         handle = streams.open_for_read(path)
@@ -161,8 +168,9 @@ def read_file(path: str, max_bytes: int, what: str) -> Union[bytes, Rejection]:
         with handle:
             chunks = []
             size = 0
+            asked = expected_size + 1 if expected_size > 0 else _FIRST_READ
             while size <= max_bytes:
-                wanted = min(_CHUNK, max_bytes + 1 - size)
+                wanted = min(asked, max_bytes + 1 - size)
                 chunk = handle.read(wanted)
                 chunks.append(chunk)
                 size += len(chunk)
@@ -170,6 +178,7 @@ def read_file(path: str, max_bytes: int, what: str) -> Union[bytes, Rejection]:
                 # a request past the end on gs:// (docs/runners.md, "Cost per TB").
                 if len(chunk) < wanted:
                     break
+                asked = min(max(asked * 2, _FIRST_READ), _CHUNK)
     except streams.read_errors() as error:
         return _unusable(path, what, "read", error)
     if size > max_bytes:
@@ -218,15 +227,19 @@ def record(pair: ValidPair, spec: CheckSpec) -> Union[bytes, Rejection]:
     Files that validation converted (to RGB PNG, or 8-bit grey PNG) are converted
     again, without running the checks (core.example.pair_record).
     """
-    image = _read_verified(pair.ref.image, pair.image_sha256, "image", spec.max_file_bytes)
+    image = _read_verified(pair.ref.image, pair.image_sha256, "image", spec.max_file_bytes,
+                           0 if pair.image_converted else pair.image_stored_bytes)
     if isinstance(image, Rejection) or spec.task == "classification":
         return image if isinstance(image, Rejection) else pair_record(pair, image)
-    mask = _read_verified(pair.ref.mask, pair.mask_sha256, "mask", spec.max_file_bytes)
+    mask = _read_verified(pair.ref.mask, pair.mask_sha256, "mask", spec.max_file_bytes,
+                          0 if pair.mask_converted else pair.mask_stored_bytes)
     return mask if isinstance(mask, Rejection) else pair_record(pair, image, mask)
 
 
-def _read_verified(path: str, expected_sha256: str, what: str, max_file_bytes: int) -> Union[bytes, Rejection]:
-    data = read_file(path, max_file_bytes, what)
+def _read_verified(path: str, expected_sha256: str, what: str, max_file_bytes: int,
+                   expected_size: int) -> Union[bytes, Rejection]:
+    """The file's bytes if they are still those validated (``expected_size``: their size when known, else 0)."""
+    data = read_file(path, max_file_bytes, what, expected_size)
     if isinstance(data, Rejection):
         return Rejection(reasons.CHANGED_SINCE_VALIDATION, data.detail)
     if hashlib.sha256(data).hexdigest() != expected_sha256:       # the digest validation took (sha256_hex)

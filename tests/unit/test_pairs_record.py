@@ -89,3 +89,33 @@ def test_a_converted_image_is_converted_again_from_its_source(tmp_path, side):
     (tmp_path / "a.png").unlink()
     after = pairs.record(pair, SPEC)
     assert isinstance(after, Rejection) and after.reason == reasons.CHANGED_SINCE_VALIDATION
+
+
+# --------------------------------------------------------------------------
+# read_file: the bytes, whatever the size against the reads it asks for
+# --------------------------------------------------------------------------
+@pytest.mark.parametrize("size", [1, pairs._FIRST_READ - 1, pairs._FIRST_READ, pairs._FIRST_READ + 1,
+                                  3 * pairs._FIRST_READ, pairs._CHUNK + 17, 3 * pairs._CHUNK])
+def test_read_file_returns_every_byte_whatever_its_size(tmp_path, size):
+    data = np.random.default_rng(size).integers(0, 256, size=size, dtype=np.uint8).tobytes()
+    path = tmp_path / "f.bin"
+    path.write_bytes(data)
+    assert pairs.read_file(str(path), 10 * pairs._CHUNK, "image") == data
+    # the writer's size hint: exact, too small (the file grew since validation) or too large
+    for hint in (size, max(1, size // 3), size + 1000):
+        assert pairs.read_file(str(path), 10 * pairs._CHUNK, "image", hint) == data
+
+
+@pytest.mark.parametrize("size,limit,hint", [(1000, 999, 0), (1000, 999, 1000), (pairs._FIRST_READ + 1,
+                                             pairs._FIRST_READ, 0), (pairs._CHUNK * 2, pairs._CHUNK + 5, 0)])
+def test_read_file_refuses_a_file_over_the_limit(tmp_path, size, limit, hint):
+    path = tmp_path / "f.bin"
+    path.write_bytes(b"x" * size)
+    result = pairs.read_file(str(path), limit, "mask", hint)
+    assert isinstance(result, Rejection) and result.reason == reasons.FILE_TOO_LARGE
+
+
+def test_read_file_at_exactly_the_limit_is_read(tmp_path):
+    path = tmp_path / "f.bin"
+    path.write_bytes(b"y" * pairs._FIRST_READ)
+    assert pairs.read_file(str(path), pairs._FIRST_READ, "image") == b"y" * pairs._FIRST_READ
