@@ -227,18 +227,36 @@ class WorkerRecords(logging.Filter):
         text = record.args[0] if isinstance(record.args, tuple) and len(record.args) == 1 else None
         if isinstance(text, str) and _DECODER_LOCATION.search(text):
             return False                            # a decoder's complaint about an input: its rejection says it
-        if record.msg != "Worker: %s" or not isinstance(text, str) or PACKAGE not in text:
+        if record.msg != "Worker: %s" or not isinstance(text, str):
             return record.levelno >= logging.ERROR
+        if PACKAGE not in text:
+            return record.levelno >= logging.ERROR and not _bundle_failure(_parse_log_entry(text))
         entry = _parse_log_entry(text)
         module = entry and project_module(entry.log_location.rsplit(":", 1)[0])
         if not module:
-            return record.levelno >= logging.ERROR
+            return record.levelno >= logging.ERROR and not _bundle_failure(entry)
         if record.levelno < self._project_level:
             return False
         record.name, record.msg, record.args = module, entry.message, ()
         if entry.trace:
             record.exc_text = entry.trace.rstrip()
         return True
+
+
+def _bundle_failure(entry) -> bool:
+    """Whether a worker's entry is its SDK harness reporting a failed bundle (the error with its traceback).
+
+    run() raises the same error: the launcher reports it once, as one line when it is a failure the user can
+    act on (a full disk, a file that cannot be written), or as the exception otherwise. ``-v`` shows these
+    entries too (the filter is not installed at debug level).
+    """
+    if entry is None:
+        return False
+    location = entry.log_location.rsplit(":", 1)[0].replace(os.sep, "/")
+    return location.endswith(_BUNDLE_FAILURE_SOURCES)
+
+
+_BUNDLE_FAILURE_SOURCES = ("apache_beam/runners/worker/sdk_worker.py", "apache_beam/runners/worker/bundle_processor.py")
 
 
 def project_module(path: str) -> Optional[str]:

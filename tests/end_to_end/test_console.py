@@ -171,6 +171,8 @@ def test_worker_records_keep_the_projects_lines_and_third_party_errors():
     import beam_pipeline
     package = beam_pipeline.__path__[0]
     beam_file = logging.__file__.replace("logging/__init__.py", "site-packages/apache_beam/runners/worker/x.py")
+    sdk_worker = beam_file.replace("x.py", "sdk_worker.py:320")
+    bundle_processor = beam_file.replace("x.py", "bundle_processor.py:242")
     records = forwarded([
         entry("WARN", "No semi_persistent_directory found", f"{beam_file}:380"),
         entry("INFO", "Python sdk harness starting.", f"{beam_file}:12"),
@@ -178,6 +180,11 @@ def test_worker_records_keep_the_projects_lines_and_third_party_errors():
         entry("INFO", "checked 500 pairs", f"{package}/stages/validate.py:58"),
         entry("ERROR", "Error processing instruction", f"{beam_file}:99", trace="Traceback ...\nValueError: x"),
         entry("DEBUG", "details", f"{package}/stages/validate.py:60"),
+        # the SDK harness reporting a failed bundle: run() raises the same error, reported once by the launcher
+        entry("ERROR", "Error processing instruction bundle_7. Original traceback is\nTraceback ...\n"
+              f"  File \"{package}/stages/write.py\", line 121", sdk_worker, trace="Traceback ...\nOSError: x"),
+        entry("ERROR", "OSError: [Errno 28] No space left on device", bundle_processor,
+              trace=f"Traceback ...\n  File \"{package}/stages/write.py\"\nOSError: [Errno 28]"),
     ])
     shown = [(r.levelname, r.name, r.getMessage()) for r in records]
     assert shown[:2] == [("WARNING", "beam_pipeline.core.checks", "3 masks use \"class 9\"\nsecond line"),
