@@ -229,9 +229,8 @@ class WorkerRecords(logging.Filter):
             return False                            # a decoder's complaint about an input: its rejection says it
         if record.msg != "Worker: %s" or not isinstance(text, str):
             return record.levelno >= logging.ERROR
-        if PACKAGE not in text:
-            return record.levelno >= logging.ERROR and not _bundle_failure(_parse_log_entry(text))
-        entry = _parse_log_entry(text)
+        # parsed when it may be the project's, or may be shown: a third-party record below ERROR is not
+        entry = _parse_log_entry(text) if PACKAGE in text or record.levelno >= logging.ERROR else None
         module = entry and project_module(entry.log_location.rsplit(":", 1)[0])
         if not module:
             return record.levelno >= logging.ERROR and not _bundle_failure(entry)
@@ -244,7 +243,8 @@ class WorkerRecords(logging.Filter):
 
 
 def _bundle_failure(entry) -> bool:
-    """Whether a worker's entry is its SDK harness reporting a failed bundle (the error with its traceback).
+    """Whether a worker's entry was logged by one of RUNNER_LOGGERS' modules (the SDK harness reporting a failed
+    bundle, with its traceback): the worker's copy of what OneReportPerError drops in the launcher.
 
     run() raises the same error: the launcher reports it once, as one line when it is a failure the user can
     act on (a full disk, a file that cannot be written), or as the exception otherwise. ``-v`` shows these
@@ -253,10 +253,10 @@ def _bundle_failure(entry) -> bool:
     if entry is None:
         return False
     location = entry.log_location.rsplit(":", 1)[0].replace(os.sep, "/")
-    return location.endswith(_BUNDLE_FAILURE_SOURCES)
+    return location.endswith(_RUNNER_SOURCES)
 
 
-_BUNDLE_FAILURE_SOURCES = ("apache_beam/runners/worker/sdk_worker.py", "apache_beam/runners/worker/bundle_processor.py")
+_RUNNER_SOURCES = tuple(name.replace(".", "/") + ".py" for name in RUNNER_LOGGERS)   # the loggers' source files
 
 
 def project_module(path: str) -> Optional[str]:

@@ -37,25 +37,15 @@ from common import ROOT, log, positive, spread
 from scale import drop_page_cache, pair_copies
 
 sys.path.insert(0, str(ROOT))
-from beam_pipeline.io import streams  # noqa: E402
 from beam_pipeline.stages import pairs  # noqa: E402
 
-OLD_CHUNK = 4 * 1024 * 1024
 WAYS = ("before", "now", "open")
 
 
 def read_before(path: str, max_bytes: int) -> bytes:
-    """pairs.read_file's loop as it was: every read asks for up to 4 MiB."""
-    with streams.open_for_read(path) as handle:
-        chunks, size = [], 0
-        while size <= max_bytes:
-            wanted = min(OLD_CHUNK, max_bytes + 1 - size)
-            chunk = handle.read(wanted)
-            chunks.append(chunk)
-            size += len(chunk)
-            if len(chunk) < wanted:
-                break
-    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    """pairs.read_file's loop as it was: every read asks for up to 4 MiB (a size hint of 4 MiB less one byte
+    makes the first read, and every later one, ask for _CHUNK)."""
+    return pairs.read_file(path, max_bytes, "image", pairs._CHUNK - 1)
 
 
 def read_now(path: str, max_bytes: int) -> bytes:

@@ -55,7 +55,7 @@ class ValidateBucketFn(counters.CountingDoFn):
         self._how = {how: Metrics.counter("ValidatePairs", how) for how in (FRESH, FROM_CACHE, REHASHED)}
 
     def setup(self):
-        worker.exit_quickly_when_done()
+        worker.prepare_sdk_worker()
 
     def process(self, element):
         bucket, refs = element

@@ -29,9 +29,9 @@ def in_sdk_worker() -> bool:
     return spec is not None and spec.name == SDK_WORKER_MAIN
 
 
-def exit_quickly_when_done() -> None:
-    """In an SDK worker process, skip the interpreter's teardown at exit, and print a failed bundle's
-    traceback only at debug level (once per process)."""
+def prepare_sdk_worker() -> None:
+    """In an SDK worker process (once per process): skip the interpreter's teardown at exit, and print a
+    failed bundle's traceback only at debug level."""
     global _registered
     if _registered or not in_sdk_worker():
         return

@@ -92,7 +92,7 @@ class WriteShardFn(counters.CountingDoFn):
         self._bytes = Metrics.counter("WriteShards", "bytes_written")
 
     def setup(self):
-        worker.exit_quickly_when_done()
+        worker.prepare_sdk_worker()
 
     def process(self, element):
         (group, index, num_shards), group_pairs = element
