@@ -10,10 +10,11 @@ OUT := build/out
 
 .PHONY: install run test test-fast test-deps bench bench-input clean flink-jar
 
-$(VENV)/.installed: requirements.txt setup.py
+$(VENV)/.installed: requirements.txt requirements-tests-nodeps.txt setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet --no-deps -r requirements-tests-nodeps.txt
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $@
 

@@ -35,6 +35,7 @@ import numpy as np
 from PIL import Image
 
 from beam_pipeline.core import decode, reasons
+from beam_pipeline.core.label_maps import LabelMap, MaskMap
 
 _FORMAT_NAMES = {"JPEG": "jpeg", "PNG": "png", "GIF": "gif", "BMP": "bmp", "TIFF": "tiff", "WEBP": "webp"}
 _RGB_CONVERTIBLE = ("L", "LA", "P", "PA", "RGBA", "RGBX", "CMYK", "YCbCr", "1", "La", "RGBa", "LAB", "HSV")
@@ -45,6 +46,7 @@ MAX_SIDE = 65535   # Also the limit of PNG-friendly tools and of the stored uint
 # a DDS header that raises NotImplementedError in Image.open). Any of them makes the file a rejection, never
 # a crash of the run, so every exception a decoder raises is caught (not BaseException: not KeyboardInterrupt).
 _DECODE_ERRORS = (Exception,)
+DECODE_ERRORS = _DECODE_ERRORS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,6 +58,8 @@ class Limits:
     image_formats: Tuple[str, ...] = ("jpeg", "png")
     mask_formats: Tuple[str, ...] = ("png",)
     channel_sums: bool = True         # Summarise pixel values for the statistics (off with --no_stats).
+    mask_map: Optional[MaskMap] = None    # How stored mask values become class ids; None: they are class ids.
+    label_map: Optional[LabelMap] = None  # Classification: how source labels become class ids; None: names or ids.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,13 +86,23 @@ class ImageCheck:
 
 @dataclasses.dataclass(frozen=True)
 class MaskCheck:
-    """A decoded, valid mask; ``values`` is the HxW array of class ids (not kept past validation)."""
+    """A decoded, valid mask (not kept past validation).
+
+    ``values`` is the HxW array of class ids, or for a mask read through a map a view that gives the class
+    of any pixel (core/mapped_masks.py), for the crop sample points. ``stored`` holds the bytes to store
+    when validation converted the mask; a mapped mask is ``converted`` by the writer alone, and its stored
+    size is only estimated (``stored_estimate``). ``source_pixels``: (source value or colour, pixels) of a
+    mapped mask.
+    """
     height: int
     width: int
     class_pixels: Tuple[int, ...]
     ignore_pixels: int
     stored: Optional[bytes]
-    values: Optional[np.ndarray] = dataclasses.field(default=None, compare=False, repr=False)
+    values: Optional[object] = dataclasses.field(default=None, compare=False, repr=False)
+    converted: bool = False
+    stored_estimate: int = 0
+    source_pixels: Tuple[Tuple[int, int], ...] = ()
 
 
 def _header(data: bytes, what: str) -> Union[Image.Image, Rejection]:
@@ -263,9 +277,15 @@ def check_same_size(image: ImageCheck, mask: MaskCheck) -> Optional[Rejection]:
     return None
 
 
-def parse_label(label: Optional[str], class_names: Tuple[str, ...], num_classes: int) -> Union[int, Rejection]:
-    """A class id from a label given as a class name or as an integer id."""
+def parse_label(label: Optional[str], class_names: Tuple[str, ...], num_classes: int,
+                label_map: Optional[LabelMap] = None) -> Union[int, Rejection]:
+    """A class id from a label given as a class name or as an integer id, or through ``label_map``."""
     text = "" if label is None else str(label).strip()
+    if label_map is not None:
+        cls = label_map.lookup(text)
+        if cls is None or cls < 0:        # ignored labels are filtered out before (core/selection.py)
+            return Rejection(reasons.UNKNOWN_LABEL, f"label {text!r} is not listed in {label_map.source}")
+        return cls
     if text in class_names:
         return class_names.index(text)
     try:

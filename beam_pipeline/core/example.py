@@ -107,17 +107,17 @@ def pair_example(pair, image: bytes, mask: bytes = b"") -> bytes:
     return encode_example(_pair_features(pair, image, mask))
 
 
-def pair_record(pair, image: bytes, mask: bytes = b"") -> Union[bytes, Rejection]:
+def pair_record(pair, image: bytes, mask: bytes = b"", limits=None) -> Union[bytes, Rejection]:
     """The serialized example of a ValidPair from its source files' bytes.
 
     An image or mask that validation converted is converted again the same way
-    (checks.stored_image, stored_mask: decoding only, no checks and no sums); the
-    others are stored as read.
+    (checks.stored_image, stored_mask: decoding only, no checks and no sums; a mask
+    through ``limits.mask_map`` when there is one); the others are stored as read.
     """
     if pair.image_converted:
         image = stored_image(image)
     if pair.mask_converted:
-        mask = stored_mask(mask)
+        mask = stored_mask(mask, limits)
     for stored in (image, mask):
         if isinstance(stored, Rejection):
             return stored

@@ -3,7 +3,7 @@
 from collections import defaultdict
 from typing import Dict, Iterable, List, Optional, Tuple
 
-from beam_pipeline.core import features
+from beam_pipeline.core import features, mask_report
 from beam_pipeline.core.balance import class_repeat_factors, presence_counts
 from beam_pipeline.core.records import DUPLICATE, FILTERED, REJECTED
 from beam_pipeline.core.selection import TRAIN
@@ -120,8 +120,11 @@ def build_manifest(*, task: str, num_classes: int, ignore_label, class_names, sh
                    outcome_counts: Dict[str, Dict[str, int]], discovered: int, options: dict,
                    versions: Dict[str, str], rejects_files: List[str], stats: Optional[dict] = None,
                    balance: Optional[dict] = None, class_index_files: Iterable[str] = (),
-                   lineage: Optional[dict] = None) -> dict:
-    """The manifest as a JSON-ready dict; raises CountsDoNotReconcile when the books do not balance."""
+                   lineage: Optional[dict] = None, mask_map=None, label_map=None) -> dict:
+    """The manifest as a JSON-ready dict; raises CountsDoNotReconcile when the books do not balance.
+
+    ``mask_map`` / ``label_map`` (core/label_maps.py): the map the run read its masks or labels through.
+    """
     splits = summarise_splits(shards, task, num_classes)
     filtered = outcome_counts.get(FILTERED, {})
     rejected = outcome_counts.get(REJECTED, {})
@@ -132,6 +135,16 @@ def build_manifest(*, task: str, num_classes: int, ignore_label, class_names, sh
         raise CountsDoNotReconcile(
             f"discovered {discovered} but accounted for {accounted}: filtered {filtered}, "
             f"rejected {rejected}, duplicates {duplicates}, written {written}")
+    names = list(class_names) or [str(c) for c in range(num_classes)]
+    maps = {}
+    if mask_map is not None or label_map is not None:
+        maps["maps"] = mask_report.map_description(mask_map, label_map)
+    if mask_map is not None:
+        totals = mask_report.sum_mask_values(shard.get("mask_values") or () for shard in shards)
+        maps["mask_values"] = mask_report.mask_values_table(mask_map, totals, names, num_classes, ignore_label)
+    warnings = mask_report.class_warnings(task=task, num_classes=num_classes, class_names=names,
+                                          ignore_label=ignore_label, splits=splits, mask=mask_map, labels=label_map,
+                                          values=maps.get("mask_values", ()))
     return {
         "format_version": FORMAT_VERSION,
         "task": task,
@@ -155,6 +168,8 @@ def build_manifest(*, task: str, num_classes: int, ignore_label, class_names, sh
         "options": options,
         "versions": versions,
         "lineage": lineage or lineage_summary({}, None),
+        **maps,
+        "warnings": warnings,
     }
 
 

@@ -9,7 +9,7 @@ from typing import Optional, Tuple, Union
 import numpy as np
 from PIL import Image
 
-from beam_pipeline.core import checks, decode, reasons
+from beam_pipeline.core import checks, decode, mapped_masks, reasons
 from beam_pipeline.core.checks import Limits, MaskCheck, Rejection
 
 
@@ -61,7 +61,12 @@ def _out_of_range_detail(bad_values, limits: Limits) -> str:
 
 
 def check_mask(data: bytes, limits: Limits) -> Union[MaskCheck, Rejection]:
-    """A valid mask's size, class histogram and values, or why it is rejected (module docstring)."""
+    """A valid mask's size, class histogram and values, or why it is rejected (module docstring).
+
+    A mask read through a map (limits.mask_map) is checked by core/mapped_masks.py.
+    """
+    if limits.mask_map is not None:
+        return mapped_masks.check_mapped_mask(data, limits)
     header = checks.fast_path_header(data, limits.mask_formats, limits.max_pixels)
     if isinstance(header, decode.Flag):
         return checks.flagged(data, header, "mask", check_mask_with_pillow(data, limits))
@@ -99,8 +104,11 @@ def check_mask_with_pillow(data: bytes, limits: Limits) -> Union[MaskCheck, Reje
     return MaskCheck(image.height, image.width, class_pixels, ignore, stored, values)
 
 
-def stored_mask(data: bytes) -> Union[bytes, Rejection]:
-    """The bytes :func:`check_mask` stores for a mask it converted (8-bit grey PNG), without its checks."""
+def stored_mask(data: bytes, limits: Optional[Limits] = None) -> Union[bytes, Rejection]:
+    """The bytes :func:`check_mask` stores for a mask it converted (8-bit grey PNG), without its checks; through
+    ``limits.mask_map`` when there is one (core/mapped_masks.py)."""
+    if limits is not None and limits.mask_map is not None:
+        return mapped_masks.stored_mapped_mask(data, limits)
     image = checks.decoded(data, "mask")
     values = image if isinstance(image, Rejection) else mask_values(image)
     return values if isinstance(values, Rejection) else checks.encode_png(values.astype(np.uint8))

@@ -16,7 +16,21 @@ POINTS_SALT = "points"
 PROBES = 2048
 
 
-def sample_points(mask: np.ndarray, key: str, num_classes: int, per_class: int,
+class ArrayView:
+    """The classes of a mask that holds class ids: its pixels themselves."""
+
+    def __init__(self, mask: np.ndarray):
+        self.flat = mask.ravel()
+        self.size, self.width = self.flat.size, mask.shape[1]
+
+    def classes_at(self, indices: np.ndarray) -> np.ndarray:
+        return self.flat[indices]
+
+    def where(self, c: int) -> np.ndarray:
+        return np.flatnonzero(self.flat == c)
+
+
+def sample_points(mask, key: str, num_classes: int, per_class: int,
                   class_pixels: Sequence[int] = None) -> Dict[int, np.ndarray]:
     """Up to ``per_class`` distinct (y, x) coordinates of each class present in ``mask``.
 
@@ -24,14 +38,17 @@ def sample_points(mask: np.ndarray, key: str, num_classes: int, per_class: int,
     key, so the same example always gives the same points; a class too rare to
     be hit often enough (a few pixels of a sign) is then looked up exactly.
     ``class_pixels`` (the mask's histogram, if known) saves counting again.
+    ``mask`` is an HxW array of class ids, or a view of a mask read through a map that gives the class of
+    any pixel (core/mapped_masks.py; ``class_pixels`` is then required): both give the same points for
+    the same classes.
     """
-    flat = mask.ravel()
-    width = mask.shape[1]
+    view = ArrayView(mask) if isinstance(mask, np.ndarray) else mask
     if class_pixels is None:
-        class_pixels = np.bincount(flat, minlength=num_classes)[:num_classes]
+        class_pixels = np.bincount(view.flat, minlength=num_classes)[:num_classes]
     rng = np.random.default_rng(stable_hash(POINTS_SALT, key))
-    probes = rng.integers(0, flat.size, size=min(PROBES, flat.size)) if flat.size else np.zeros(0, np.int64)
-    probe_classes = flat[probes]
+    size = view.size
+    probes = rng.integers(0, size, size=min(PROBES, size)) if size else np.zeros(0, np.int64)
+    probe_classes = view.classes_at(probes)
     points = {}
     for c in range(num_classes):
         count = int(class_pixels[c])
@@ -41,9 +58,9 @@ def sample_points(mask: np.ndarray, key: str, num_classes: int, per_class: int,
         _, first = np.unique(hits, return_index=True)
         chosen = hits[np.sort(first)][:per_class]
         if len(chosen) < min(per_class, count):
-            exact = np.flatnonzero(flat == c)
+            exact = view.where(c)
             chosen = exact[rng.choice(len(exact), size=min(per_class, len(exact)), replace=False)]
-        points[c] = np.stack([chosen // width, chosen % width], axis=1).astype(np.int64)
+        points[c] = np.stack([chosen // view.width, chosen % view.width], axis=1).astype(np.int64)
     return points
 
 

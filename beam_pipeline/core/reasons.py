@@ -13,9 +13,12 @@ UNDECODABLE = "undecodable"              # Not an image, or a corrupt one.
 TRUNCATED = "truncated"                  # The image data ends early.
 FORMAT_NOT_ALLOWED = "format_not_allowed"  # Decodable, but its format (by content) is not allowed.
 TOO_MANY_PIXELS = "too_many_pixels"      # Width x height above --max_pixels (decompression bombs).
-UNSUPPORTED_MODE = "unsupported_mode"    # A pixel mode that cannot be turned into RGB.
+UNSUPPORTED_MODE = "unsupported_mode"    # A pixel mode that cannot be turned into RGB, or that a map cannot read.
 MASK_NOT_SINGLE_CHANNEL = "mask_not_single_channel"
-MASK_VALUE_OUT_OF_RANGE = "mask_value_out_of_range"
+MASK_VALUE_OUT_OF_RANGE = "mask_value_out_of_range"  # Not a class id or the ignore label; negative; above 65535.
+MASK_VALUE_UNMAPPED = "mask_value_unmapped"    # A mask value that --label_map does not list.
+MASK_COLOR_UNKNOWN = "mask_color_unknown"      # A mask colour that --color_map does not list (never rounded).
+MASK_ALPHA_PARTIAL = "mask_alpha_partial"      # An RGBA colour mask with alpha other than 0 or 255.
 SIZE_MISMATCH = "size_mismatch"          # Image and mask differ in height or width.
 UNKNOWN_LABEL = "unknown_label"          # Classification label not among the classes.
 ORPHAN_IMAGE = "orphan_image"            # Paired folders: an image without a mask.
@@ -28,7 +31,8 @@ CHANGED_SINCE_VALIDATION = "changed_since_validation"  # Bytes at write time dif
 REJECT_REASONS = (
     MISSING_FILE, UNREADABLE, EMPTY_FILE, FILE_TOO_LARGE, UNDECODABLE, TRUNCATED,
     FORMAT_NOT_ALLOWED, TOO_MANY_PIXELS, UNSUPPORTED_MODE, MASK_NOT_SINGLE_CHANNEL,
-    MASK_VALUE_OUT_OF_RANGE, SIZE_MISMATCH, UNKNOWN_LABEL, ORPHAN_IMAGE, ORPHAN_MASK,
+    MASK_VALUE_OUT_OF_RANGE, MASK_VALUE_UNMAPPED, MASK_COLOR_UNKNOWN, MASK_ALPHA_PARTIAL, SIZE_MISMATCH,
+    UNKNOWN_LABEL, ORPHAN_IMAGE, ORPHAN_MASK,
     PATH_OUTSIDE_ROOT, BAD_LISTING_ROW, FILTER_ERROR, CHANGED_SINCE_VALIDATION,
 )
 
@@ -41,3 +45,4 @@ FILTERED_BY_INCLUDE = "include_glob"
 FILTERED_BY_EXCLUDE = "exclude_glob"
 FILTERED_BY_SAMPLING = "sample_fraction"
 FILTERED_BY_MAX_EXAMPLES = "max_examples"
+FILTERED_BY_LABEL_MAP = "label_map_ignore"   # Classification: --label_map sends the label to ignore.

@@ -145,6 +145,7 @@ class ValidPair(_CompactPickle):
     copy: int = 0                         # Repeat-factor copy index; 0 is the original.
     stratum: int = -1                     # --balance strata: the image's rarest class; -1 otherwise.
     repeat_factor: float = 1.0            # The image's repeat factor (train split, when balancing).
+    source_pixels: Tuple[Tuple[int, int], ...] = ()   # Mapped masks: (source value or colour, pixels).
 
     @property
     def shard_group(self) -> str:
@@ -191,6 +192,7 @@ class ShardInfo(_CompactPickle):
     ignore_pixels: int = 0
     stratum: int = -1
     repeat_weight: float = 0.0           # Sum of the records' repeat factors (strata weights).
+    mask_values: Tuple[Tuple[int, int, int], ...] = ()   # Mapped masks: (source, pixels, images), originals only.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -208,6 +210,7 @@ class ClassTally:
         self._pixels = [0] * num_classes
         self._segmentation = False
         self.ignore = 0
+        self._sources = {}                 # mapped masks' source value -> [pixels, images], originals only
 
     def add(self, pair: ValidPair) -> None:
         if pair.class_pixels:
@@ -217,6 +220,11 @@ class ClassTally:
                     self._images[c] += 1
                     self._pixels[c] += count
             self.ignore += pair.ignore_pixels
+            if pair.copy == 0:
+                for source, pixels in pair.source_pixels:
+                    tally = self._sources.setdefault(source, [0, 0])
+                    tally[0] += pixels
+                    tally[1] += 1
         elif 0 <= pair.label < len(self._images):
             self._images[pair.label] += 1
 
@@ -225,3 +233,6 @@ class ClassTally:
 
     def pixels(self) -> Tuple[int, ...]:
         return tuple(self._pixels) if self._segmentation else ()
+
+    def mask_values(self) -> Tuple[Tuple[int, int, int], ...]:
+        return tuple((source, pixels, images) for source, (pixels, images) in sorted(self._sources.items()))

@@ -6,6 +6,7 @@ from typing import Mapping, Optional, Tuple
 from beam_pipeline.core import reasons
 from beam_pipeline.core.filter_expr import FilterEvalError, FilterExpression
 from beam_pipeline.core.hashing import unit_interval
+from beam_pipeline.core.label_maps import IGNORE, IGNORE_UNMAPPED, LabelMap
 from beam_pipeline.core.paths import matches_any
 from beam_pipeline.core.records import FILTERED, REJECTED, Outcome, PairRef
 
@@ -79,8 +80,10 @@ def assign_split(spec: SplitSpec, key: str, metadata: Mapping[str, object], fold
 
 
 def excluded(ref: PairRef, include: Tuple[str, ...], exclude: Tuple[str, ...],
-             expression: Optional[FilterExpression], sample_fraction: float) -> Optional[Outcome]:
-    """Why --include, --exclude, --filter or --sample_fraction leave ``ref`` out, or None when it stays."""
+             expression: Optional[FilterExpression], sample_fraction: float,
+             label_map: Optional[LabelMap] = None) -> Optional[Outcome]:
+    """Why --include, --exclude, --filter, a --label_map's ignore or --sample_fraction leave ``ref`` out, or
+    None when it stays."""
     if include and not matches_any(ref.source_id, include):
         return Outcome.for_ref(ref, FILTERED, reasons.FILTERED_BY_INCLUDE, "matches no --include glob")
     if exclude and matches_any(ref.source_id, exclude):
@@ -94,6 +97,12 @@ def excluded(ref: PairRef, include: Tuple[str, ...], exclude: Tuple[str, ...],
             return Outcome.for_ref(ref, REJECTED, reasons.FILTER_ERROR, f"--filter on this row: {error}")
         if not keep:
             return Outcome.for_ref(ref, FILTERED, reasons.FILTERED_BY_EXPRESSION, "--filter is false")
+    if label_map is not None:
+        cls = label_map.lookup(ref.label)
+        if cls == IGNORE or (cls is None and label_map.unmapped == IGNORE_UNMAPPED):
+            why = "sends it to ignore" if cls == IGNORE else "does not list it (--unmapped ignore)"
+            return Outcome.for_ref(ref, FILTERED, reasons.FILTERED_BY_LABEL_MAP,
+                                   f"label {ref.label!r}: {label_map.source} {why}")
     if not keep_in_sample(ref.key, sample_fraction):
         return Outcome.for_ref(ref, FILTERED, reasons.FILTERED_BY_SAMPLING, "not in the --sample_fraction sample")
     return None

@@ -30,16 +30,16 @@ def validate_segmentation(ref: PairRef, image_bytes: bytes, mask_bytes: bytes, l
         image_stored_bytes=len(image.stored) if image.stored is not None else len(image_bytes),
         image_converted=image.stored is not None,
         mask_sha256=sha256_hex(mask_bytes),
-        mask_stored_bytes=len(mask.stored) if mask.stored is not None else len(mask_bytes),
-        mask_converted=mask.stored is not None,
-        class_pixels=mask.class_pixels, ignore_pixels=mask.ignore_pixels,
+        mask_stored_bytes=len(mask.stored) if mask.stored is not None else mask.stored_estimate or len(mask_bytes),
+        mask_converted=mask.stored is not None or mask.converted,
+        class_pixels=mask.class_pixels, ignore_pixels=mask.ignore_pixels, source_pixels=mask.source_pixels,
         channel_sum=image.channel_sum, channel_sum_squares=image.channel_sum_squares,
         point_classes=point_classes, point_yx=point_yx)
 
 
 def validate_classification(ref: PairRef, image_bytes: bytes, limits: Limits,
                             class_names: Tuple[str, ...]) -> Union[ValidPair, Rejection]:
-    label = checks.parse_label(ref.label, class_names, limits.num_classes)
+    label = checks.parse_label(ref.label, class_names, limits.num_classes, limits.label_map)
     if isinstance(label, Rejection):
         return label
     image = checks.check_image(image_bytes, limits)

@@ -28,7 +28,7 @@ from typing import Dict, Iterable, Optional, Tuple
 from beam_pipeline.core.hashing import stable_hash, unit_interval
 from beam_pipeline.core.records import ValidPair
 
-RULES_VERSION = 1
+RULES_VERSION = 2             # 2: label and colour maps, --reduce_zero_label, 16-bit and TIFF masks (issue 26)
 NUM_BUCKETS = 1024
 BUCKET_SALT = "verdicts"
 AUDIT_SALT = "audit"

@@ -20,7 +20,21 @@ from beam_pipeline.stages.specs import (CLASS_FOLDERS, LISTING, PAIRED, BalanceS
                                         DiscoverSpec, PublishSpec, SelectSpec, StatsSpec, WriteSpec)
 
 LISTING_SUFFIXES = (".csv", ".jsonl", ".json", ".parquet")
+MASK_FORMATS = ("png", "tiff")
 INPUT_FORMAT_ALIASES = {"manifest": LISTING}     # the command line's older name for a listing file
+
+
+@dataclasses.dataclass(frozen=True)
+class MapOptions:
+    """The map options as given; launcher/maps.py reads the files into limits.mask_map or limits.label_map."""
+    label_map: Optional[str] = None          # a file, or the name of a shipped map
+    color_map: Optional[str] = None
+    reduce_zero_label: bool = False
+    unmapped: str = "reject"
+
+    @property
+    def any(self) -> bool:
+        return bool(self.label_map or self.color_map or self.reduce_zero_label)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,6 +71,7 @@ class CorpusConfig:
     cache_dir: Optional[str] = None         # None: OUTPUT/cache
     revalidate: bool = False
     cache_audit: float = 0.0
+    maps: MapOptions = MapOptions()
 
     @property
     def num_classes(self) -> int:
@@ -80,7 +95,8 @@ class CorpusConfig:
     def select_spec(self, split: SplitSpec) -> SelectSpec:
         """``split``: where splits come from, as decided at launch (launch.resolve_inputs)."""
         return SelectSpec(split=split, include=self.include, exclude=self.exclude, filter=self.filter,
-                          sample_fraction=self.sample_fraction, max_examples=self.max_examples)
+                          sample_fraction=self.sample_fraction, max_examples=self.max_examples,
+                          label_map=self.limits.label_map)
 
     def check_spec(self) -> CheckSpec:
         return CheckSpec(task=self.task, limits=self.limits, class_names=self.class_names,
@@ -115,7 +131,8 @@ class CorpusConfig:
     def publish_spec(self, data_dir: str, cache: CacheSpec = CacheSpec()) -> PublishSpec:
         return PublishSpec(data_dir=data_dir, task=self.task, num_classes=self.num_classes,
                            ignore_label=self.limits.ignore_label, class_names=self.class_names,
-                           balance=self.balance_spec(), cache_folder=cache.folder)
+                           balance=self.balance_spec(), cache_folder=cache.folder,
+                           mask_map=self.limits.mask_map, label_map=self.limits.label_map)
 
 
 def _fail(message: str):
@@ -142,15 +159,16 @@ def to_config(opts: PipelineOptions) -> CorpusConfig:
         _fail("--input is required")
     if not o.output:
         _fail("--output is required")
-    if o.num_classes is None:
+    maps = MapOptions(o.label_map, o.color_map, o.reduce_zero_label, o.unmapped)
+    _check_maps(maps, o.task)
+    if o.num_classes is None and not maps.any:
         _fail("--num_classes is required")
-    if not 1 <= o.num_classes <= 255:
-        _fail(f"--num_classes must be between 1 and 255, got {o.num_classes}")
     ignore = None if o.ignore_label == -1 else o.ignore_label
-    if ignore is not None and not 0 <= ignore <= 255:
+    class_names = csv_list(o.class_names) if o.class_names else ()
+    if o.num_classes is not None:        # else the map gives it (launcher/maps.py checks the same)
+        check_classes(o.num_classes, ignore, class_names)
+    elif ignore is not None and not 0 <= ignore <= 255:
         _fail(f"--ignore_label must be 0..255 or -1, got {o.ignore_label}")
-    if ignore is not None and ignore < o.num_classes:
-        _fail(f"--ignore_label {ignore} is also a class id (num_classes {o.num_classes})")
     input_format = _detect_input_format(o)
     if o.task == "segmentation" and input_format == CLASS_FOLDERS:
         _fail("--input_format class_folders is for --task classification")
@@ -163,9 +181,6 @@ def to_config(opts: PipelineOptions) -> CorpusConfig:
             paths.check_template(o.mask_template)
         except ValueError as error:
             _fail(f"--mask_template: {error}")
-    class_names = csv_list(o.class_names) if o.class_names else ()
-    if class_names and len(class_names) != o.num_classes:
-        _fail(f"--class_names lists {len(class_names)} names but --num_classes is {o.num_classes}")
     if not 0.0 < o.sample_fraction <= 1.0:
         _fail(f"--sample_fraction must be in (0, 1], got {o.sample_fraction}")
     if o.max_examples is not None and o.max_examples < 1:
@@ -189,6 +204,10 @@ def to_config(opts: PipelineOptions) -> CorpusConfig:
     formats = tuple(f.lower() for f in csv_list(o.image_formats))
     if not formats:
         _fail("--image_formats is empty")
+    mask_formats = tuple(f.lower() for f in csv_list(o.mask_formats))
+    unknown_formats = [f for f in mask_formats if f not in MASK_FORMATS]
+    if not mask_formats or unknown_formats:
+        _fail(f"--mask_formats takes {' and '.join(MASK_FORMATS)}, got {o.mask_formats!r}")
     try:
         expression = parse_filter(o.filter_expression) if o.filter_expression else None
         split = None if o.split == "auto" else parse_split(o.split)
@@ -199,8 +218,8 @@ def to_config(opts: PipelineOptions) -> CorpusConfig:
         output=o.output.rstrip("/"),
         task=o.task,
         input_format=input_format,
-        limits=Limits(num_classes=o.num_classes, ignore_label=ignore, max_pixels=o.max_pixels,
-                      image_formats=formats, channel_sums=o.compute_stats),
+        limits=Limits(num_classes=o.num_classes or 0, ignore_label=ignore, max_pixels=o.max_pixels,
+                      image_formats=formats, mask_formats=mask_formats, channel_sums=o.compute_stats),
         class_names=class_names,
         image_globs=csv_list(o.image_glob),
         mask_template=o.mask_template,
@@ -227,6 +246,28 @@ def to_config(opts: PipelineOptions) -> CorpusConfig:
         cache_dir=o.cache_dir.rstrip("/") if o.cache_dir else None,
         revalidate=o.revalidate,
         cache_audit=o.cache_audit,
+        maps=maps,
     )
+
+
+def check_classes(num_classes: int, ignore: Optional[int], class_names: Tuple[str, ...]) -> None:
+    """The class count, the ignore label and the class names agree; else one line."""
+    if not 1 <= num_classes <= 255:
+        _fail(f"--num_classes must be between 1 and 255, got {num_classes}")
+    if ignore is not None and not 0 <= ignore <= 255:
+        _fail(f"--ignore_label must be 0..255 or -1, got {ignore}")
+    if ignore is not None and ignore < num_classes:
+        _fail(f"--ignore_label {ignore} is also a class id (num_classes {num_classes})")
+    if class_names and len(class_names) != num_classes:
+        _fail(f"--class_names lists {len(class_names)} names but --num_classes is {num_classes}")
+
+
+def _check_maps(maps: MapOptions, task: str) -> None:
+    if maps.label_map and maps.color_map:
+        _fail("--label_map and --color_map exclude each other: a mask is read as values or as colours")
+    if task == "classification" and (maps.color_map or maps.reduce_zero_label):
+        _fail(f"{'--color_map' if maps.color_map else '--reduce_zero_label'} is for --task segmentation")
+    if maps.color_map and maps.reduce_zero_label:
+        _fail("--reduce_zero_label reads mask values; a --color_map gives each colour its class directly")
 
 

@@ -22,6 +22,7 @@ from beam_pipeline.core.selection import SplitSpec, parse_split
 from beam_pipeline.io import folders, listing
 from beam_pipeline.launcher.config import CorpusConfig, to_config
 from beam_pipeline.launcher import runners
+from beam_pipeline.launcher.maps import load_maps
 from beam_pipeline.launcher.options import CorpusOptions, CorpusOptionsError, check_known_options
 from beam_pipeline.stages.specs import CLASS_FOLDERS, LISTING, ShuffleSpec
 
@@ -51,6 +52,7 @@ def resolve(argv: List[str]) -> Launch:
     config = to_config(options)
     runners.check_worker_paths(options, config)
     config = runners.absolute_local_paths(config, options)
+    config = load_maps(config)
     config, split = resolve_inputs(config)
     corpus = options.view_as(CorpusOptions)
     if corpus.plan and corpus.plan_sample < 1:
@@ -103,7 +105,7 @@ def _folder_split_spec(config: CorpusConfig) -> Tuple[CorpusConfig, SplitSpec]:
     if config.input_format == CLASS_FOLDERS:
         if spec.mode == "folder":
             raise CorpusOptionsError("--split folder is not available for class folders (the folder is the class)")
-        if not config.class_names:
+        if not config.class_names and config.limits.label_map is None:     # a label map names the classes
             names = folders.class_folder_names(root)
             if len(names) != config.num_classes:
                 raise CorpusOptionsError(

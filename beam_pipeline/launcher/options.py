@@ -13,6 +13,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 
 from beam_pipeline import console
 from beam_pipeline.core.gates import DEFAULT_MAX_REJECT_FRACTION
+from beam_pipeline.core.label_maps import shipped_help
 
 DEFAULT_TARGET_SHARD_BYTES = 128 * 1024 * 1024
 
@@ -49,7 +50,7 @@ class CorpusOptions(PipelineOptions):
             help="segmentation: image + per-pixel mask; classification: image + class label.")
         group.add_argument(
             "--num_classes", type=int, default=None,
-            help="Number of classes; valid mask values and label ids are 0..num_classes-1 (at most 255).")
+            help="Number of classes (at most 255): mask class ids and label ids are 0..num_classes-1. A map gives it.")
         group.add_argument(
             "--ignore_label", type=int, default=255,
             help="Mask value that marks pixels to ignore (0..255), or -1 for none. Default 255.")
@@ -170,6 +171,40 @@ class CorpusOptions(PipelineOptions):
                  "memory, and with files its memory stays flat however many pairs there are. beam: Beam's "
                  "own shuffles, right where the runner keeps shuffled data on disk (Dataflow, Flink). auto "
                  "(default): files on the DirectRunner, beam on any other runner. The outputs are the same.")
+        maps = parser.add_argument_group("mask and label maps (docs/validation.md, Label maps)")
+        maps.add_argument(
+            "--label_map", default=None,
+            help="How stored values become classes: a CSV file with the header value,class (and an optional "
+                 "name column naming the value), or a JSON object {\"value\": class}; local, gs:// or s3://. "
+                 "Segmentation: value is a mask value 0..65535 (grey, palette index, 16-bit, TIFF). "
+                 "Classification: value is a label as the listing or the class folder's name gives it. class is a "
+                 "class id, a class name (--class_names) or ignore: the ignore label (classification: the image "
+                 "is left out and counted as filtered out, label_map_ignore). A value the map does not list is "
+                 "rejected (mask_value_unmapped, or unknown_label), naming it, unless --unmapped ignore. Maps "
+                 "shipped with the package, named instead of a file, which also give --num_classes and "
+                 f"--class_names: {shipped_help('--label_map')}.")
+        maps.add_argument(
+            "--color_map", default=None,
+            help="Colour-coded masks: a CSV file with the header r,g,b,class (and an optional name column). It "
+                 "reads RGB masks; RGBA masks, where alpha 0 is the ignore label, alpha 255 the colour, and any "
+                 "other alpha is rejected (mask_alpha_partial); palette masks through their palette (the palette "
+                 "is the colour code); 8-bit grey masks as the colour (v,v,v). Colours match exactly and are never "
+                 "rounded to the nearest one: a colour the map does not list is rejected (mask_color_unknown) with "
+                 "the colours and their pixel counts, unless --unmapped ignore. class as for --label_map. Shipped: "
+                 f"{shipped_help('--color_map')}.")
+        maps.add_argument(
+            "--reduce_zero_label", action="store_true", default=False,
+            help="Masks that store class k as k + 1 with 0 for 'other' (ADE20K, LoveDA): 0 becomes the ignore "
+                 "label, the ignore label's own value stays ignore, and every other value v becomes v - 1. It "
+                 "applies first: a --label_map then maps the reduced values.")
+        maps.add_argument(
+            "--unmapped", default="reject", choices=("reject", "ignore"),
+            help="A mask value or colour, or a label, that the map does not list: reject the pair (default), or "
+                 "make it the ignore label (classification: leave the image out, counted as filtered out).")
+        maps.add_argument(
+            "--mask_formats", default="png",
+            help="Allowed mask formats, detected from content: png (default), or png,tiff for 8- and 16-bit "
+                 "single-channel TIFF masks (remote sensing, medical). Masks are stored as 8-bit PNG of class ids.")
         cache = parser.add_argument_group("verdict cache (docs/cache.md)")
         cache.add_argument(
             "--cache_dir", default=None,

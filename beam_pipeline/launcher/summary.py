@@ -11,6 +11,7 @@ from typing import List
 from beam_pipeline.report.data import class_presence
 
 MAX_CLASS_ROWS = 12         # the rarest classes shown when there are more
+MAX_VALUE_ROWS = 16         # the source values with the most pixels shown when there are more
 
 
 def _reasons(table: dict) -> str:
@@ -55,6 +56,7 @@ def render_summary(manifest: dict, output: str) -> str:
         lines.append(f"statistics (train, tf.Transform): {stats['num_images']} images, mean RGB {mean}, std {std}")
     lines.append(_balance_line(manifest.get("balance") or {}))
     lines += _class_table(manifest)
+    lines += mask_values_lines(manifest)
     tail = []
     if elapsed:
         tail.append(f"time: {elapsed:.1f} s, {counts['discovered'] / elapsed:.1f} inputs/s, "
@@ -63,7 +65,26 @@ def render_summary(manifest: dict, output: str) -> str:
         tail.append(f"shuffle: {manifest['shuffle_value_bytes'] / 1e6:.2f} MB of metadata")
     if tail:
         lines.append("; ".join(tail))
+    lines += [f"warning: {warning['message']}" for warning in manifest.get("warnings") or ()]
     return "\n".join(lines)
+
+
+def mask_values_lines(manifest: dict) -> List[str]:
+    """The source values (or colours) the masks hold, with their share of the pixels and the class each became."""
+    rows = manifest.get("mask_values")
+    if not rows:
+        return []
+    total = sum(row["pixels"] for row in rows) or 1
+    shown = rows if len(rows) <= MAX_VALUE_ROWS else sorted(
+        sorted(rows, key=lambda row: -row["pixels"])[:MAX_VALUE_ROWS], key=lambda row: row["source"])
+    source = (manifest.get("maps") or {}).get("source", "")
+    lines = [f"mask values ({source}; value -> class, share of mask pixels, masks with it):"]
+    for row in shown:
+        cls = "ignore" if row["class"] == "ignore" else f"{row['class']} {row['class_name']}"
+        lines.append(f"  {row['text']:<28} -> {cls:<22} {100 * row['pixels'] / total:7.2f}% {row['images']:>7}")
+    if len(rows) > len(shown):
+        lines.append(f"  ... {len(rows) - len(shown)} more values in report.html and manifest.json")
+    return lines
 
 
 def lineage_line(lineage) -> str:

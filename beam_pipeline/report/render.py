@@ -1,12 +1,13 @@
 """ReportData -> one self-contained HTML page (CSS and every image inline, no script, no network)."""
 
-import html
 import json
-from typing import Dict, Iterable, List, Sequence
+from typing import Dict, Iterable, List
 
 from beam_pipeline.report import charts, data
 from beam_pipeline.report.gallery import gallery_section
-from beam_pipeline.report.images import hex_colour, palette, svg_data_uri
+from beam_pipeline.report.html import cell, chart, esc, number, percent, section, table
+from beam_pipeline.report.maps import mask_values_section, warned_classes, warnings_section
+from beam_pipeline.report.images import hex_colour, palette
 
 _CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1d2329;background:#f6f7f9}
@@ -31,37 +32,8 @@ code{font-size:12px;background:#f0f2f5;padding:0 3px;border-radius:3px}
 figure img{display:block;width:182px;height:auto;border-radius:4px;border:1px solid #dde1e6}
 figcaption{color:#444;margin-top:2px}figcaption code{word-break:break-all}
 details summary{cursor:pointer;color:#1f4e79}
+section.warning{border-color:#d9822b;background:#fff8ef}li.warning{color:#8a4b08}tr.warning td{background:#fff3e0}
 """
-
-
-def esc(value) -> str:
-    return html.escape(str(value), quote=True)
-
-
-def number(value) -> str:
-    return f"{value:,}" if isinstance(value, int) else f"{value:,.4g}"
-
-
-def percent(value: float) -> str:
-    return f"{100 * value:.3f} %" if value < 0.01 else f"{100 * value:.2f} %"
-
-
-def table(headers: Sequence[str], rows: Iterable[str], table_id: str = "") -> str:
-    head = "".join(f"<th>{esc(h)}</th>" for h in headers)
-    ident = f' id="{esc(table_id)}"' if table_id else ""
-    return f"<table{ident}><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
-
-
-def cell(value, numeric: bool = False) -> str:
-    return f'<td class="n">{esc(value)}</td>' if numeric else f"<td>{esc(value)}</td>"
-
-
-def chart(svg: str, alt: str) -> str:
-    return f'<img class="chart" alt="{esc(alt)}" src="{svg_data_uri(svg)}">'
-
-
-def section(section_id: str, title: str, body: str) -> str:
-    return f'<section id="{esc(section_id)}"><h2>{esc(title)}</h2>{body}</section>'
 
 
 def _examples(rows: List[dict]) -> str:
@@ -120,15 +92,16 @@ def _class_rows(report: data.ReportData, colours) -> List[str]:
     pixels = data.class_distributions(manifest, "pixels") if manifest["task"] == "segmentation" else {}
     factors = (manifest.get("balance") or {}).get("class_repeat_factors")
     weights = ((manifest.get("statistics") or {}).get("class_weights") or {}).get("median_freq")
-    rows = []
+    rows, warned = [], warned_classes(manifest)
     for c in data.rarest_first(manifest):
-        cells = [f'<td><span class="swatch" style="background:{hex_colour(colours[c])}"></span>{c}</td>',
+        mark = "&#9888; " if c in warned else ""
+        cells = [f'<td>{mark}<span class="swatch" style="background:{hex_colour(colours[c])}"></span>{c}</td>',
                  cell(report.class_names[c])]
         cells += [cell(percent(values[c]), True) for values in presence.values()]
         cells += [cell(percent(values[c]), True) for values in pixels.values()]
         cells += [cell(f"{factors[c]:.2f}", True)] if factors else []
         cells += [cell(f"{weights[c]:.3f}", True)] if weights else []
-        rows.append(f'<tr data-class="{c}">{"".join(cells)}</tr>')
+        rows.append(f'<tr data-class="{c}"{" class=warning" if c in warned else ""}>{"".join(cells)}</tr>')
     return rows
 
 
@@ -281,12 +254,14 @@ def render_html(report: data.ReportData, limits: data.ReportLimits = data.Report
     title = f"Dataset report: {output}" if output else "Dataset report"
     sections: Dict[str, str] = {
         "funnel": funnel_section(report, limits), "splits": splits_section(manifest),
-        "classes": classes_section(report, colours, limits), "images": images_section(report),
+        "classes": classes_section(report, colours, limits), "mask-values": mask_values_section(manifest),
+        "images": images_section(report),
         "shards": shards_section(report, limits), "balance": balance_section(report, colours),
         "gallery": gallery_section(report, colours, limits), "run": run_section(manifest)}
+    sections = {key: html for key, html in sections.items() if html}
     nav = " · ".join(f'<a href="#{key}">{key}</a>' for key in sections)
     return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>'
             f'<meta name="viewport" content="width=device-width,initial-scale=1"><style>{_CSS}</style></head><body>'
             f'<header><h1>{esc(title)}</h1><p>{esc(manifest["task"])}, {manifest["num_classes"]} classes, '
             f'manifest format {esc(manifest.get("format_version"))} · {nav}</p></header><main>'
-            f'{_cards(manifest)}{"".join(sections.values())}</main></body></html>\n')
+            f'{_cards(manifest)}{warnings_section(manifest)}{"".join(sections.values())}</main></body></html>\n')

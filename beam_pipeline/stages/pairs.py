@@ -119,7 +119,7 @@ def discover(spec: DiscoverSpec) -> Iterator[Discovered]:
 # --------------------------------------------------------------------------
 def excluded(ref: PairRef, spec: SelectSpec) -> Optional[Outcome]:
     """Why the user's --include/--exclude/--filter/--sample_fraction leave ``ref`` out, or None."""
-    return selection.excluded(ref, spec.include, spec.exclude, spec.filter, spec.sample_fraction)
+    return selection.excluded(ref, spec.include, spec.exclude, spec.filter, spec.sample_fraction, spec.label_map)
 
 
 def max_examples_rank(ref: PairRef) -> int:
@@ -233,7 +233,7 @@ def record(pair: ValidPair, spec: CheckSpec) -> Union[bytes, Rejection]:
         return image if isinstance(image, Rejection) else pair_record(pair, image)
     mask = _read_verified(pair.ref.mask, pair.mask_sha256, "mask", spec.max_file_bytes,
                           0 if pair.mask_converted else pair.mask_stored_bytes)
-    return mask if isinstance(mask, Rejection) else pair_record(pair, image, mask)
+    return mask if isinstance(mask, Rejection) else pair_record(pair, image, mask, spec.limits)
 
 
 def _read_verified(path: str, expected_sha256: str, what: str, max_file_bytes: int,

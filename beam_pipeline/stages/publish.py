@@ -135,7 +135,7 @@ class FinalizeFn(beam.DoFn):
             versions=self._versions, rejects_files=[joined_file(layout.REJECTS_PREFIX)],
             stats=stats, balance=spec.balance.as_dict(),
             class_index_files=[joined_file(layout.CLASS_INDEX_PREFIX)],
-            lineage=lineage_summary(settled, spec.cache_folder))
+            lineage=lineage_summary(settled, spec.cache_folder), mask_map=spec.mask_map, label_map=spec.label_map)
         table = digests.shard_entries(manifest["splits"])
         if stats:
             table[layout.STATS] = files.write_bytes(paths.join(data_dir, layout.STATS), files.json_bytes(stats))

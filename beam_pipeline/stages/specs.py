@@ -12,6 +12,7 @@ from typing import Optional, Tuple
 from beam_pipeline.core import paths
 from beam_pipeline.core.checks import Limits
 from beam_pipeline.core.filter_expr import FilterExpression
+from beam_pipeline.core.label_maps import LabelMap, MaskMap
 from beam_pipeline.core.selection import SplitSpec
 
 # Input kinds (--input_format; "manifest" is accepted on the command line for LISTING).
@@ -48,6 +49,7 @@ class SelectSpec:
     filter: Optional[FilterExpression] = None
     sample_fraction: float = 1.0
     max_examples: Optional[int] = None
+    label_map: Optional[LabelMap] = None     # classification: labels it sends to ignore are filtered out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,3 +117,5 @@ class PublishSpec:
     class_names: Tuple[str, ...] = ()
     balance: BalanceSpec = BalanceSpec()
     cache_folder: Optional[str] = None       # the verdict cache's folder of this run's fingerprint (lineage)
+    mask_map: Optional[MaskMap] = None       # the maps the run read masks or labels through (core/label_maps.py)
+    label_map: Optional[LabelMap] = None

@@ -138,7 +138,8 @@ class WriteShardFn(counters.CountingDoFn):
         yield ShardInfo(group=group, split=split or group, index=index, num_shards=num_shards, path=name,
                         records=records, bytes=written_bytes, sha256=digest.hexdigest(), originals=originals,
                         class_images=tally.images(), class_pixels=tally.pixels(), ignore_pixels=tally.ignore,
-                        stratum=-1 if stratum is None else stratum, repeat_weight=weight)
+                        stratum=-1 if stratum is None else stratum, repeat_weight=weight,
+                        mask_values=tally.mask_values())
 
     def _records_in_order(self, ordered: Iterable[ValidPair]) -> Iterator[Tuple[ValidPair, object]]:
         """(pair, record or Rejection) in the given order, prepared a few records ahead on threads.

@@ -1,0 +1,201 @@
+"""Masks read through a map (``--label_map``, ``--color_map``, ``--reduce_zero_label``): decode, check, store.
+
+One decoder (:func:`decode_source`) serves validation and the writer:
+
+* value maps read 8-bit grey and palette masks (the palette *indices*), 1-bit masks (0/1), 16-bit grey
+  masks and integer TIFF masks as their stored values (``--mask_formats png,tiff``); an RGB mask is
+  rejected as ``mask_not_single_channel``;
+* colour maps read RGB and RGBA masks, palette masks through their palette (the palette is the colour
+  code: its order means nothing), and grey masks as the colour ``(v, v, v)``; 16-bit colour masks and
+  other modes are rejected as ``unsupported_mode``, never reduced to 8 bits.
+
+Validation summarises the decoded mask through the map's table (core/mask_values.py) and stores
+nothing; the writer converts every pixel with the same table and stores an 8-bit grey PNG of class ids
+(checks.encode_png: deterministic bytes). A mapped mask is therefore always ``converted``; its stored
+size is estimated by the source file's (shards are sized by estimates anyway).
+"""
+
+import dataclasses
+from typing import Optional, Tuple, Union
+
+import numpy as np
+from PIL import Image
+
+from beam_pipeline.core import checks, decode, reasons
+from beam_pipeline.core.checks import Limits, MaskCheck, Rejection
+from beam_pipeline.core.label_maps import COLORS
+from beam_pipeline.core import mask_values as mv
+
+_TIFF_BITS = 258           # the BitsPerSample tag
+_SINGLE = {"L": np.uint8, "P": np.uint8, "1": np.uint8}
+
+
+@dataclasses.dataclass(frozen=True)
+class Decoded:
+    """A mask's stored values: ``values`` (HxW integers) for value maps, ``rgb`` (and ``alpha``) for colour maps."""
+    height: int
+    width: int
+    values: Optional[np.ndarray] = None
+    counts: Optional[np.ndarray] = None          # the 256-bin histogram of 8-bit values, when Pillow made it
+    rgb: Optional[np.ndarray] = None
+    alpha: Optional[np.ndarray] = None
+    image: Optional[Image.Image] = None          # the RGB(A) image Pillow counts colours of
+
+
+def decode_source(data: bytes, limits: Limits) -> Union[Decoded, Rejection]:
+    """The mask's stored values as its map reads them (module docstring), or why it cannot be read."""
+    colors = limits.mask_map.kind == COLORS
+    header = checks.fast_path_header(data, limits.mask_formats, limits.max_pixels)
+    if isinstance(header, decode.Header) and header.format == "png":
+        if colors and header.depth == 16:
+            return Rejection(reasons.UNSUPPORTED_MODE, "mask is a 16-bit colour PNG; a colour map matches 8-bit "
+                                                       "colours exactly and 16-bit ones are not reduced")
+        if not colors and decode.covers_grey(header):
+            values = decode.decode_grey(data, header)
+            if isinstance(values, np.ndarray):
+                return Decoded(header.height, header.width, values=values,
+                               counts=np.asarray(Image.fromarray(values).histogram(), dtype=np.int64))
+        if colors and decode.covers_rgb(header):
+            rgb = decode.decode_rgb(data, header)
+            if isinstance(rgb, np.ndarray):
+                return Decoded(header.height, header.width, rgb=rgb, image=Image.fromarray(rgb))
+    image = checks.open_checked(data, limits.mask_formats, limits.max_pixels, "mask")
+    if isinstance(image, Rejection):
+        return image
+    if getattr(image, "n_frames", 1) > 1:
+        return Rejection(reasons.UNSUPPORTED_MODE, f"mask has {image.n_frames} frames or pages; a mask is one")
+    failed = checks.load_checked(image, "mask")
+    if failed:
+        return failed
+    return _colors_of(image) if colors else _values_of(image)
+
+
+def _values_of(image: Image.Image) -> Union[Decoded, Rejection]:
+    if image.mode in _SINGLE:
+        values = np.asarray(image).astype(np.uint8)
+        counts = np.asarray(image.histogram(), dtype=np.int64) if image.mode != "1" else None
+        return Decoded(image.height, image.width, values=values, counts=counts)
+    if image.mode in checks.SIXTEEN_BIT or image.mode == "F":
+        values = mv.integer_values(np.asarray(image), "mask")
+        if isinstance(values, mv.Rejected):
+            return Rejection(values.reason, values.detail)
+        return Decoded(image.height, image.width, values=values)
+    return Rejection(reasons.MASK_NOT_SINGLE_CHANNEL,
+                     f"mask mode is {image.mode} ({len(image.getbands())} channels); --label_map reads "
+                     "single-channel masks (colour-coded masks: --color_map)")
+
+
+def _colors_of(image: Image.Image) -> Union[Decoded, Rejection]:
+    bits = image.tag_v2.get(_TIFF_BITS) if hasattr(image, "tag_v2") else None
+    if bits and max(bits if isinstance(bits, tuple) else (bits,)) > 8:
+        return Rejection(reasons.UNSUPPORTED_MODE, f"mask is a {max(bits)}-bit colour TIFF; a colour map matches "
+                                                   "8-bit colours exactly and deeper ones are not reduced")
+    mode = image.mode
+    try:
+        if mode in ("P", "PA"):
+            image = image.convert("RGBA" if ("transparency" in image.info or mode == "PA") else "RGB")
+        elif mode in ("L", "1"):
+            image = image.convert("RGB")
+        elif mode == "LA":
+            image = image.convert("RGBA")
+    except checks.DECODE_ERRORS as error:
+        return Rejection(reasons.UNDECODABLE, f"mask cannot be read as colours: {error}")
+    if image.mode not in ("RGB", "RGBA"):
+        return Rejection(reasons.UNSUPPORTED_MODE, f"mask mode {mode} cannot be a colour mask "
+                                                   "(RGB, RGBA, palette or 8-bit grey)")
+    pixels = np.asarray(image)
+    alpha = pixels[:, :, 3] if image.mode == "RGBA" else None
+    return Decoded(image.height, image.width, rgb=pixels[:, :, :3], alpha=alpha, image=image)
+
+
+def check_mapped_mask(data: bytes, limits: Limits) -> Union[MaskCheck, Rejection]:
+    """A mapped mask's size, class histogram and source values, or why it is rejected."""
+    decoded = decode_source(data, limits)
+    if isinstance(decoded, Rejection):
+        return decoded
+    mask, n, ignore = limits.mask_map, limits.num_classes, limits.ignore_label
+    if decoded.rgb is not None:
+        counted = decoded.image.getcolors(mv.MAX_COLORS_COUNTED)
+        if counted is None:
+            counted = mv.count_colors(decoded.rgb, decoded.alpha)
+        summary = mv.summarise_colors(counted, mask, n, ignore)
+        view = None if isinstance(summary, mv.Rejected) else MappedColors(decoded, summary, mask, ignore)
+    else:
+        histogram = mv.source_histogram(decoded.values, decoded.counts)
+        summary = mv.summarise_values(histogram, mask, n, ignore)
+        view = None if isinstance(summary, mv.Rejected) else MappedValues(decoded.values, summary, mask, n, ignore)
+    if isinstance(summary, mv.Rejected):
+        return Rejection(summary.reason, summary.detail)
+    return MaskCheck(decoded.height, decoded.width, summary.class_pixels, summary.ignore_pixels, None, view,
+                     converted=True, stored_estimate=len(data), source_pixels=summary.source_pixels)
+
+
+def stored_mapped_mask(data: bytes, limits: Limits) -> Union[bytes, Rejection]:
+    """The 8-bit grey PNG of class ids the writer stores for a mapped mask: every pixel through the map."""
+    decoded = decode_source(data, limits)
+    if isinstance(decoded, Rejection):
+        return decoded
+    if decoded.rgb is not None:
+        converted = mv.convert_colors(decoded.rgb, decoded.alpha, limits.mask_map, limits.ignore_label)
+    else:
+        converted = mv.convert_values(decoded.values, limits.mask_map, limits.num_classes, limits.ignore_label)
+    if isinstance(converted, mv.Rejected):
+        return Rejection(reasons.CHANGED_SINCE_VALIDATION, converted.detail)
+    return checks.encode_png(converted)
+
+
+# --------------------------------------------------------------------------
+# The class of a few pixels, for the crop sample points (core/points.py)
+# --------------------------------------------------------------------------
+def _sources_of(summary: mv.Summary, classes_of, c: int) -> Tuple[int, ...]:
+    return tuple(v for v, _ in summary.source_pixels if v >= 0 and classes_of(v) == c)
+
+
+class MappedValues:
+    """The classes of a value mask's pixels, read through the table one pixel (or one class) at a time."""
+
+    def __init__(self, values: np.ndarray, summary: mv.Summary, mask, num_classes: int, ignore: Optional[int]):
+        self.flat = values.ravel()
+        self.size, self.width = self.flat.size, values.shape[1]
+        self._table = mv.value_table(mask, num_classes, ignore)
+        self._summary = summary
+
+    def classes_at(self, indices: np.ndarray) -> np.ndarray:
+        return self._table[self.flat[indices]]
+
+    def where(self, c: int) -> np.ndarray:
+        sources = _sources_of(self._summary, lambda v: self._table[v], c)
+        if len(sources) == 1:
+            return np.flatnonzero(self.flat == sources[0])
+        return np.flatnonzero(np.isin(self.flat, sources))
+
+
+class MappedColors:
+    """The classes of a colour mask's pixels: a few pixels packed and looked up, or one class's colours compared."""
+
+    def __init__(self, decoded: Decoded, summary: mv.Summary, mask, ignore: Optional[int]):
+        self._rgb = decoded.rgb.reshape(-1, 3)
+        self._alpha = None if decoded.alpha is None else decoded.alpha.ravel()
+        self.size, self.width = self._rgb.shape[0], decoded.width
+        self._keys, self._classes = mv.color_lookup(mask, ignore)
+        self._ignore = ignore
+        self._summary = summary
+
+    def _class_of(self, packed: np.ndarray) -> np.ndarray:
+        index = np.clip(np.searchsorted(self._keys, packed), 0, len(self._keys) - 1)
+        return np.where(self._keys[index] == packed, self._classes[index], -1 if self._ignore is None else self._ignore)
+
+    def classes_at(self, indices: np.ndarray) -> np.ndarray:
+        out = self._class_of(mv.pack_colors(self._rgb[indices]))
+        if self._alpha is not None:
+            out = np.where(self._alpha[indices] == 0, self._ignore, out)
+        return out
+
+    def where(self, c: int) -> np.ndarray:
+        hit = np.zeros(self.size, dtype=bool)
+        for color in _sources_of(self._summary, lambda v: int(self._class_of(np.asarray([v], np.uint32))[0]), c):
+            hit |= ((self._rgb[:, 0] == color >> 16) & (self._rgb[:, 1] == (color >> 8) & 255)
+                    & (self._rgb[:, 2] == color & 255))
+        if self._alpha is not None:
+            hit &= self._alpha == 255
+        return np.flatnonzero(hit)
