@@ -160,3 +160,25 @@ def write_corpus(kind: str, out: Path, pairs: int, broken: bool = False) -> Dict
             writer.writerow(["value", "class"])
             writer.writerows(sorted(ids16_map().items()))
     return truth
+
+
+FOOD_MAP = {"apple_pie": "dessert", "tiramisu": "dessert", "steak": "meat", "menu": "ignore"}
+
+
+def write_class_folders(out: Path, per_class: int) -> Dict[str, str]:
+    """Class folders of real photographs (Food-101's layout, ``images/<folder>/<id>.jpg``) and ``map.csv``, which
+    groups the folders into two classes and leaves one out; returns ``{image path: its folder}``."""
+    out = Path(out)
+    folders = {}
+    for number, folder in enumerate(FOOD_MAP):
+        (out / "images" / folder).mkdir(parents=True, exist_ok=True)
+        for index in range(per_class):
+            photo = make_photo(100 * number + index, seed=29)
+            name = f"images/{folder}/{index:03d}.jpg"
+            Image.fromarray(photo).save(out / name, quality=90)
+            folders[name] = folder
+    with (out / "map.csv").open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["value", "class"])
+        writer.writerows(FOOD_MAP.items())
+    return folders

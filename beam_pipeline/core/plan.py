@@ -56,6 +56,38 @@ class PairSample:
     pair_bytes: int             # Bytes of the shuffled ValidPair (0 when rejected).
     cpu_seconds: float          # CPU time of the pipeline's per-pair work, measured.
     present_classes: tuple = ()
+    class_pixels: tuple = ()    # segmentation: the pair's class histogram, its ignore pixels, and (mapped
+    ignore_pixels: int = 0      # masks) the source values it holds, for the sample's mask values and warnings
+    source_pixels: tuple = ()
+
+
+def sample_splits(samples: List[PairSample], num_classes: int) -> Dict[str, dict]:
+    """The valid samples' class tallies per split, in manifest.json's shape (core/mask_report.py reads it)."""
+    splits: Dict[str, dict] = {}
+    for s in samples:
+        if s.status != VALID:
+            continue
+        entry = splits.setdefault(s.split, {"num_images": 0, "class_images": [0] * num_classes,
+                                            "class_pixels": [0] * num_classes if s.class_pixels else [],
+                                            "ignore_pixels": 0})
+        entry["num_images"] += 1
+        for c in s.present_classes:
+            entry["class_images"][c] += 1
+        for c, pixels in enumerate(s.class_pixels):
+            entry["class_pixels"][c] += pixels
+        entry["ignore_pixels"] += s.ignore_pixels
+    return splits
+
+
+def sample_mask_values(samples: List[PairSample]) -> Dict[int, tuple]:
+    """``{source: (pixels, masks)}`` over the valid samples (mapped masks)."""
+    totals: Dict[int, list] = {}
+    for s in samples:
+        for source, pixels in s.source_pixels if s.status == VALID else ():
+            tally = totals.setdefault(source, [0, 0])
+            tally[0] += pixels
+            tally[1] += 1
+    return {source: tuple(tally) for source, tally in sorted(totals.items())}
 
 
 def _mean(values: Sequence[float]) -> float:

@@ -30,11 +30,14 @@ from beam_pipeline.core.checks import Rejection
 from beam_pipeline.core.example import frame_record
 from beam_pipeline.core.hashing import stable_hash
 from beam_pipeline.core.paths import split_scheme
+from beam_pipeline.core.mask_report import class_warnings, mask_values_table
 from beam_pipeline.core.plan import (REQUESTS_PER_OPEN, UPLOAD_CHUNK_BYTES, PairSample, estimate, human_bytes,
-                                     human_count, object_store_requests, shards_line)
+                                     human_count, object_store_requests, sample_mask_values, sample_splits,
+                                     shards_line)
 from beam_pipeline.core.records import REJECTED, VALID, Outcome, pack, unpack
 from beam_pipeline.core.selection import SplitSpec
 from beam_pipeline.launcher.config import CorpusConfig
+from beam_pipeline.launcher.summary import mask_values_lines
 from beam_pipeline.stages import pairs
 from beam_pipeline.stages.specs import CLASS_FOLDERS, PAIRED, CheckSpec
 
@@ -64,7 +67,7 @@ def _measure(packed_ref: bytes, spec: CheckSpec) -> PairSample:
     framed = frame_record(record)
     return PairSample(ref.split, VALID, "", result.image_stored_bytes + result.mask_stored_bytes,
                       len(framed), ref_bytes, len(pack(result)), time.process_time() - started,
-                      result.present_classes)
+                      result.present_classes, result.class_pixels, result.ignore_pixels, result.source_pixels)
 
 
 def _select(config: CorpusConfig, split_spec: SplitSpec, sample_size: int):
@@ -110,8 +113,22 @@ def make_plan(config: CorpusConfig, split_spec: SplitSpec, sample_size: int, wor
                     balance_threshold=config.balance_threshold, num_classes=config.num_classes,
                     sample_worker_rss_bytes=worker_rss)
     plan["requests"] = _requests(config, plan)
+    plan.update(_masks_and_warnings(config, samples))
     plan["planning_seconds"] = time.monotonic() - started
     return plan
+
+
+def _masks_and_warnings(config: CorpusConfig, samples: List[PairSample]) -> dict:
+    """What the summary says of the masks and classes, on the sample: the source values and the warnings."""
+    limits = config.limits
+    names = list(config.class_names) or [str(c) for c in range(config.num_classes)]
+    values = (mask_values_table(limits.mask_map, sample_mask_values(samples), names, config.num_classes,
+                                limits.ignore_label) if limits.mask_map is not None else [])
+    warnings = class_warnings(task=config.task, num_classes=config.num_classes, class_names=names,
+                              ignore_label=limits.ignore_label, splits=sample_splits(samples, config.num_classes),
+                              mask=limits.mask_map, labels=limits.label_map, values=values)
+    return {"mask_values": values, "maps": {"source": limits.mask_map.source} if limits.mask_map else None,
+            "warnings": warnings}
 
 
 def _requests(config: CorpusConfig, plan: dict) -> dict:
@@ -147,7 +164,11 @@ def render_plan(plan: dict) -> str:
               f"  compute                  ~{plan['vcpu_hours']:.2f} vCPU-hours "
               f"(about {plan['vcpu_hours'] * 3600 / max(os.cpu_count() or 1, 1):,.0f} s on this machine's "
               f"{os.cpu_count()} cores)"]
-    return "\n".join(lines + _request_lines(plan["requests"], plan["splits"]))
+    lines += _request_lines(plan["requests"], plan["splits"])
+    if plan.get("mask_values"):
+        lines += ["  " + line for line in mask_values_lines(plan, "in the sample")]
+    lines += [f"warning: {w['message']} (in the sample)" for w in plan.get("warnings") or ()]
+    return "\n".join(lines)
 
 
 def _request_lines(requests: dict, splits: dict) -> list:

@@ -69,7 +69,7 @@ def render_summary(manifest: dict, output: str) -> str:
     return "\n".join(lines)
 
 
-def mask_values_lines(manifest: dict) -> List[str]:
+def mask_values_lines(manifest: dict, rest: str = "in report.html and manifest.json") -> List[str]:
     """The source values (or colours) the masks hold, with their share of the pixels and the class each became."""
     rows = manifest.get("mask_values")
     if not rows:
@@ -83,7 +83,7 @@ def mask_values_lines(manifest: dict) -> List[str]:
         cls = "ignore" if row["class"] == "ignore" else f"{row['class']} {row['class_name']}"
         lines.append(f"  {row['text']:<28} -> {cls:<22} {100 * row['pixels'] / total:7.2f}% {row['images']:>7}")
     if len(rows) > len(shown):
-        lines.append(f"  ... {len(rows) - len(shown)} more values in report.html and manifest.json")
+        lines.append(f"  ... {len(rows) - len(shown)} more values {rest}")
     return lines
 
 

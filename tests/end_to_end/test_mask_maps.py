@@ -16,7 +16,7 @@ import pytest
 import tensorflow as tf
 
 from conftest import dataset_dir, run_cli
-from mask_corpora import IGNORE, NUM_CLASSES, UNLISTED_COLOR, UNLISTED_VALUE, write_corpus
+from mask_corpora import FOOD_MAP, IGNORE, NUM_CLASSES, UNLISTED_COLOR, UNLISTED_VALUE, write_class_folders, write_corpus
 
 PAIRS = 10
 # (corpus kind, options); "binary-defaults" reads the binary corpus with no map at all.
@@ -27,7 +27,9 @@ RUNS = {
     "binary": ("binary", ["--label_map", "binary255"]),
     "ids16": ("ids16", ["--num_classes", "12", "--label_map", "{root}/map.csv", "--mask_formats", "png,tiff"]),
     "binary-defaults": ("binary", ["--num_classes", "2"]),
+    "labels": ("labels", ["--task", "classification", "--label_map", "{root}/map.csv"]),
 }
+PER_FOLDER = 3
 BROKEN = {"camvid", "ids16"}      # corpora with one more mask that their map does not cover
 FEATURES = {
     "image/source_id": tf.io.FixedLenFeature([], tf.string),
@@ -38,17 +40,18 @@ FEATURES = {
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """{run name: (output, true masks, completed process)}: the six runs, two at a time."""
+    """{run name: (output, true masks or folders, completed process)}: the runs, two at a time."""
     root = tmp_path_factory.mktemp("mask_maps")
     truths = {kind: write_corpus(kind, root / kind, PAIRS, broken=kind in BROKEN)
-              for kind in {kind for kind, _ in RUNS.values()}}
+              for kind in {kind for kind, _ in RUNS.values()} if kind != "labels"}
+    truths["labels"] = write_class_folders(root / "labels", PER_FOLDER)
 
     def run(name):
         kind, options = RUNS[name]
         out = root / f"out-{name}"
         args = [option.replace("{root}", str(root / kind)) for option in options]
-        completed = run_cli("--input", root / kind / "listing.csv", "--output", out, "--max_reject_fraction", "1",
-                            *args)
+        source = root / kind / ("images" if kind == "labels" else "listing.csv")
+        completed = run_cli("--input", source, "--output", out, "--max_reject_fraction", "1", *args)
         return name, (out, truths[kind], completed)
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
@@ -129,3 +132,22 @@ def test_binary_masks_with_the_defaults_warn_about_class_1(runs):
 def test_a_map_with_the_binary_corpus_warns_of_nothing(runs):
     _, _, completed = runs["binary"]
     assert "warning:" not in completed.stdout
+
+
+def test_a_label_map_groups_class_folders_and_leaves_one_out(runs):
+    out, folders, _ = runs["labels"]
+    manifest = manifest_of(out)
+    assert manifest["class_names"] == ["dessert", "meat"] and manifest["num_classes"] == 2
+    left_out = [name for name, cls in FOOD_MAP.items() if cls == "ignore"]
+    assert manifest["counts"]["filtered_out"]["by_reason"] == {"label_map_ignore": PER_FOLDER * len(left_out)}
+    assert manifest["counts"]["written"] == PER_FOLDER * (len(FOOD_MAP) - len(left_out))
+    features = {"image/source_id": tf.io.FixedLenFeature([], tf.string),
+                "image/class/label": tf.io.FixedLenFeature([], tf.int64)}
+    labels = {}
+    for entry in manifest["splits"].values():
+        files = [str(dataset_dir(out) / shard["path"]) for shard in entry["shards"]]
+        for record in tf.data.TFRecordDataset(files).map(lambda r: tf.io.parse_single_example(r, features)):
+            labels[record["image/source_id"].numpy().decode()] = int(record["image/class/label"])
+    expected = {name[len("images/"):]: ["dessert", "meat"].index(FOOD_MAP[folder])
+                for name, folder in folders.items() if FOOD_MAP[folder] != "ignore"}
+    assert labels == expected
