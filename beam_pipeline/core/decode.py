@@ -235,14 +235,15 @@ def decode_rgb(data: bytes, header: Header) -> Union[np.ndarray, Flag, None]:
     return pixels
 
 
-def decode_grey(data: bytes, header: Header) -> Union[np.ndarray, Flag, None]:
-    """HxW uint8 values of a mask :func:`covers_grey` covers (after :func:`png_guard`); None or a Flag as above."""
+def decode_grey(data: bytes, header: Header, dtype=np.uint8) -> Union[np.ndarray, Flag, None]:
+    """HxW values of a mask :func:`covers_grey` covers (after :func:`png_guard`); None or a Flag as above.
+    ``dtype`` np.uint16: a 16-bit grey PNG (masks read through a map, core/mapped_masks.py)."""
     try:
         values = imagecodecs.png_decode(data)
     except Exception as error:      # noqa: BLE001 - as in decode_rgb
         return Flag(f"libpng: {error}")
     if values.ndim == 3 and values.shape[2] == 1:
         values = values[:, :, 0]
-    if values.dtype != np.uint8 or values.shape != (header.height, header.width):
+    if values.dtype != dtype or values.shape != (header.height, header.width):
         return None                        # a grey PNG with a tRNS chunk decodes to grey + alpha
     return values

@@ -22,9 +22,10 @@ import numpy as np
 from PIL import Image
 
 from beam_pipeline.core import checks, decode, reasons
+from beam_pipeline.core import mask_colors as mc
+from beam_pipeline.core import mask_values as mv
 from beam_pipeline.core.checks import Limits, MaskCheck, Rejection
 from beam_pipeline.core.label_maps import COLORS
-from beam_pipeline.core import mask_values as mv
 
 _TIFF_BITS = 258           # the BitsPerSample tag
 _SINGLE = {"L": np.uint8, "P": np.uint8, "1": np.uint8}
@@ -32,33 +33,48 @@ _SINGLE = {"L": np.uint8, "P": np.uint8, "1": np.uint8}
 
 @dataclasses.dataclass(frozen=True)
 class Decoded:
-    """A mask's stored values: ``values`` (HxW integers) for value maps, ``rgb`` (and ``alpha``) for colour maps."""
+    """A mask's stored values: ``values`` (HxW integers) for value maps, an RGB or RGBA ``image`` for colour maps."""
     height: int
     width: int
     values: Optional[np.ndarray] = None
     counts: Optional[np.ndarray] = None          # the 256-bin histogram of 8-bit values, when Pillow made it
-    rgb: Optional[np.ndarray] = None
-    alpha: Optional[np.ndarray] = None
-    image: Optional[Image.Image] = None          # the RGB(A) image Pillow counts colours of
+    image: Optional[Image.Image] = None
 
 
 def decode_source(data: bytes, limits: Limits) -> Union[Decoded, Rejection]:
-    """The mask's stored values as its map reads them (module docstring), or why it cannot be read."""
+    """The mask's stored values as its map reads them (module docstring), or why it cannot be read.
+
+    As for every file (core/checks.py): a PNG whose header or structure the fast path flags, or that libpng
+    refuses, is rejected as ``undecodable`` even when Pillow would decode it (its pixels would be a guess).
+    """
     colors = limits.mask_map.kind == COLORS
     header = checks.fast_path_header(data, limits.mask_formats, limits.max_pixels)
-    if isinstance(header, decode.Header) and header.format == "png":
-        if colors and header.depth == 16:
-            return Rejection(reasons.UNSUPPORTED_MODE, "mask is a 16-bit colour PNG; a colour map matches 8-bit "
-                                                       "colours exactly and 16-bit ones are not reduced")
-        if not colors and decode.covers_grey(header):
-            values = decode.decode_grey(data, header)
-            if isinstance(values, np.ndarray):
-                return Decoded(header.height, header.width, values=values,
-                               counts=np.asarray(Image.fromarray(values).histogram(), dtype=np.int64))
-        if colors and decode.covers_rgb(header):
-            rgb = decode.decode_rgb(data, header)
-            if isinstance(rgb, np.ndarray):
-                return Decoded(header.height, header.width, rgb=rgb, image=Image.fromarray(rgb))
+    if isinstance(header, decode.Flag):
+        return checks.flagged(data, header, "mask", _with_pillow(data, limits, colors))
+    fast = _fast(data, header, colors) if isinstance(header, decode.Header) and header.format == "png" else None
+    if isinstance(fast, decode.Flag):
+        return checks.flagged(data, fast, "mask", _with_pillow(data, limits, colors))
+    return fast if fast is not None else _with_pillow(data, limits, colors)
+
+
+def _fast(data: bytes, header: decode.Header, colors: bool) -> Union[Decoded, Rejection, decode.Flag, None]:
+    """The fast decoders' reading of a PNG mask; None when Pillow's path decides."""
+    if colors and header.depth == 16:
+        return Rejection(reasons.UNSUPPORTED_MODE, "mask is a 16-bit colour PNG; a colour map matches 8-bit "
+                                                   "colours exactly and 16-bit ones are not reduced")
+    if colors and decode.covers_rgb(header):
+        rgb = decode.decode_rgb(data, header)
+        return Decoded(header.height, header.width, image=Image.fromarray(rgb)) if isinstance(rgb, np.ndarray) else rgb
+    if not colors and header.colour == decode.PNG_GREY and header.depth in (8, 16):
+        values = decode.decode_grey(data, header, np.uint8 if header.depth == 8 else np.uint16)
+        if not isinstance(values, np.ndarray):
+            return values
+        counts = np.asarray(Image.fromarray(values).histogram(), dtype=np.int64) if header.depth == 8 else None
+        return Decoded(header.height, header.width, values=values, counts=counts)
+    return None
+
+
+def _with_pillow(data: bytes, limits: Limits, colors: bool) -> Union[Decoded, Rejection]:
     image = checks.open_checked(data, limits.mask_formats, limits.max_pixels, "mask")
     if isinstance(image, Rejection):
         return image
@@ -103,9 +119,7 @@ def _colors_of(image: Image.Image) -> Union[Decoded, Rejection]:
     if image.mode not in ("RGB", "RGBA"):
         return Rejection(reasons.UNSUPPORTED_MODE, f"mask mode {mode} cannot be a colour mask "
                                                    "(RGB, RGBA, palette or 8-bit grey)")
-    pixels = np.asarray(image)
-    alpha = pixels[:, :, 3] if image.mode == "RGBA" else None
-    return Decoded(image.height, image.width, rgb=pixels[:, :, :3], alpha=alpha, image=image)
+    return Decoded(image.height, image.width, image=image)
 
 
 def check_mapped_mask(data: bytes, limits: Limits) -> Union[MaskCheck, Rejection]:
@@ -114,12 +128,9 @@ def check_mapped_mask(data: bytes, limits: Limits) -> Union[MaskCheck, Rejection
     if isinstance(decoded, Rejection):
         return decoded
     mask, n, ignore = limits.mask_map, limits.num_classes, limits.ignore_label
-    if decoded.rgb is not None:
-        counted = decoded.image.getcolors(mv.MAX_COLORS_COUNTED)
-        if counted is None:
-            counted = mv.count_colors(decoded.rgb, decoded.alpha)
-        summary = mv.summarise_colors(counted, mask, n, ignore)
-        view = None if isinstance(summary, mv.Rejected) else MappedColors(decoded, summary, mask, ignore)
+    if decoded.image is not None:
+        summary = mc.summarise_colors(mc.count_colors(decoded.image), mask, n, ignore)
+        view = None if isinstance(summary, mv.Rejected) else mc.MappedColors(decoded.image, summary, mask, ignore)
     else:
         histogram = mv.source_histogram(decoded.values, decoded.counts)
         summary = mv.summarise_values(histogram, mask, n, ignore)
@@ -135,8 +146,8 @@ def stored_mapped_mask(data: bytes, limits: Limits) -> Union[bytes, Rejection]:
     decoded = decode_source(data, limits)
     if isinstance(decoded, Rejection):
         return decoded
-    if decoded.rgb is not None:
-        converted = mv.convert_colors(decoded.rgb, decoded.alpha, limits.mask_map, limits.ignore_label)
+    if decoded.image is not None:
+        converted = mc.convert_colors(decoded.image, limits.mask_map, limits.ignore_label)
     else:
         converted = mv.convert_values(decoded.values, limits.mask_map, limits.num_classes, limits.ignore_label)
     if isinstance(converted, mv.Rejected):
@@ -145,7 +156,7 @@ def stored_mapped_mask(data: bytes, limits: Limits) -> Union[bytes, Rejection]:
 
 
 # --------------------------------------------------------------------------
-# The class of a few pixels, for the crop sample points (core/points.py)
+# The class of a few pixels, for the crop sample points (core/points.py); colours: core/mask_colors.py
 # --------------------------------------------------------------------------
 def _sources_of(summary: mv.Summary, classes_of, c: int) -> Tuple[int, ...]:
     return tuple(v for v, _ in summary.source_pixels if v >= 0 and classes_of(v) == c)
@@ -168,34 +179,3 @@ class MappedValues:
         if len(sources) == 1:
             return np.flatnonzero(self.flat == sources[0])
         return np.flatnonzero(np.isin(self.flat, sources))
-
-
-class MappedColors:
-    """The classes of a colour mask's pixels: a few pixels packed and looked up, or one class's colours compared."""
-
-    def __init__(self, decoded: Decoded, summary: mv.Summary, mask, ignore: Optional[int]):
-        self._rgb = decoded.rgb.reshape(-1, 3)
-        self._alpha = None if decoded.alpha is None else decoded.alpha.ravel()
-        self.size, self.width = self._rgb.shape[0], decoded.width
-        self._keys, self._classes = mv.color_lookup(mask, ignore)
-        self._ignore = ignore
-        self._summary = summary
-
-    def _class_of(self, packed: np.ndarray) -> np.ndarray:
-        index = np.clip(np.searchsorted(self._keys, packed), 0, len(self._keys) - 1)
-        return np.where(self._keys[index] == packed, self._classes[index], -1 if self._ignore is None else self._ignore)
-
-    def classes_at(self, indices: np.ndarray) -> np.ndarray:
-        out = self._class_of(mv.pack_colors(self._rgb[indices]))
-        if self._alpha is not None:
-            out = np.where(self._alpha[indices] == 0, self._ignore, out)
-        return out
-
-    def where(self, c: int) -> np.ndarray:
-        hit = np.zeros(self.size, dtype=bool)
-        for color in _sources_of(self._summary, lambda v: int(self._class_of(np.asarray([v], np.uint32))[0]), c):
-            hit |= ((self._rgb[:, 0] == color >> 16) & (self._rgb[:, 1] == (color >> 8) & 255)
-                    & (self._rgb[:, 2] == color & 255))
-        if self._alpha is not None:
-            hit &= self._alpha == 255
-        return np.flatnonzero(hit)

@@ -219,3 +219,11 @@ def test_warnings_name_the_absent_class_and_an_ignore_label_that_covers_most_pix
         "holds them"]
     assert mask_report.class_warnings(task="segmentation", num_classes=2, class_names=("a", "b"), ignore_label=255,
                                       splits={"train": split([50, 40], ignore=10)}) == []
+
+
+def test_a_damaged_png_is_rejected_through_a_map_as_without_one():
+    limits = Limits(num_classes=4, mask_map=build("value,class\n7,0\n8,1\n"))
+    no_iend = png(np.array([[7, 8], [8, 7]], np.uint8))[:-12]      # Pillow decodes it; libpng refuses it
+    result = masks.check_mask(no_iend, limits)
+    assert result.reason == reasons.UNDECODABLE and "IEND" in result.detail
+    assert result == masks.check_mask(no_iend, Limits(num_classes=10))
