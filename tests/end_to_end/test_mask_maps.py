@@ -19,15 +19,16 @@ from conftest import dataset_dir, run_cli
 from mask_corpora import FOOD_MAP, IGNORE, NUM_CLASSES, UNLISTED_COLOR, UNLISTED_VALUE, write_class_folders, write_corpus
 
 PAIRS = 10
-# (corpus kind, options); "binary-defaults" reads the binary corpus with no map at all.
+# (corpus kind, options); "binary-defaults" reads the binary corpus with no map at all. The runs whose statistics
+# no test reads skip them (--no_stats).
 RUNS = {
     "cityscapes": ("cityscapes", ["--label_map", "cityscapes"]),
     "camvid": ("camvid", ["--color_map", "camvid"]),
     "ade": ("ade", ["--num_classes", "10", "--reduce_zero_label"]),
     "binary": ("binary", ["--label_map", "binary255"]),
     "ids16": ("ids16", ["--num_classes", "12", "--label_map", "{root}/map.csv", "--mask_formats", "png,tiff"]),
-    "binary-defaults": ("binary", ["--num_classes", "2"]),
-    "labels": ("labels", ["--task", "classification", "--label_map", "{root}/map.csv"]),
+    "binary-defaults": ("binary", ["--num_classes", "2", "--no_stats"]),
+    "labels": ("labels", ["--task", "classification", "--label_map", "{root}/map.csv", "--no_stats"]),
 }
 PER_FOLDER = 3
 BROKEN = {"camvid", "ids16"}      # corpora with one more mask that their map does not cover
@@ -151,3 +152,20 @@ def test_a_label_map_groups_class_folders_and_leaves_one_out(runs):
     expected = {name[len("images/"):]: ["dessert", "meat"].index(FOOD_MAP[folder])
                 for name, folder in folders.items() if FOOD_MAP[folder] != "ignore"}
     assert labels == expected
+
+
+def test_plan_shows_the_values_found_and_the_warnings_before_anything_runs(runs):
+    root = runs["ids16"][0].parent
+    commands = {"ids16": ["--input", root / "ids16" / "listing.csv", "--num_classes", "12", "--label_map",
+                          root / "ids16" / "map.csv", "--mask_formats", "png,tiff"],
+                "binary": ["--input", root / "binary" / "listing.csv", "--num_classes", "2"]}
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        plans = dict(zip(commands, pool.map(lambda args: run_cli(*args, "--output", root / "plan-out", "--plan"),
+                                            commands.values())))
+    ids16 = plans["ids16"].stdout
+    assert "mask values (--label_map" in ids16 and "rejected mask_value_unmapped" in ids16
+    assert any(line.split()[:4] == ["1000", "->", "0", "0"] for line in ids16.splitlines()), ids16
+    assert not (root / "plan-out").exists()
+    binary = [line for line in plans["binary"].stdout.splitlines() if line.startswith("warning:")]
+    assert any(line.startswith("warning: class 1 (1) has no pixels in the train split") and
+               line.endswith("(in the sample)") for line in binary), plans["binary"].stdout
