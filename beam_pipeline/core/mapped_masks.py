@@ -39,6 +39,8 @@ class Decoded:
     values: Optional[np.ndarray] = None
     counts: Optional[np.ndarray] = None          # the 256-bin histogram of 8-bit values, when Pillow made it
     image: Optional[Image.Image] = None
+    rgb: Optional[np.ndarray] = None             # the fast decoder's pixels of that image, when it made them
+    index_colors: Optional[list] = None          # a palette mask through a colour map: (r, g, b, a) of each index
 
 
 def decode_source(data: bytes, limits: Limits) -> Union[Decoded, Rejection]:
@@ -64,7 +66,9 @@ def _fast(data: bytes, header: decode.Header, colors: bool) -> Union[Decoded, Re
                                                    "colours exactly and 16-bit ones are not reduced")
     if colors and decode.covers_rgb(header):
         rgb = decode.decode_rgb(data, header)
-        return Decoded(header.height, header.width, image=Image.fromarray(rgb)) if isinstance(rgb, np.ndarray) else rgb
+        if not isinstance(rgb, np.ndarray):
+            return rgb
+        return Decoded(header.height, header.width, image=Image.fromarray(rgb), rgb=rgb)
     if not colors and header.colour == decode.PNG_GREY and header.depth in (8, 16):
         values = decode.decode_grey(data, header, np.uint8 if header.depth == 8 else np.uint16)
         if not isinstance(values, np.ndarray):
@@ -107,6 +111,11 @@ def _colors_of(image: Image.Image) -> Union[Decoded, Rejection]:
         return Rejection(reasons.UNSUPPORTED_MODE, f"mask is a {max(bits)}-bit colour TIFF; a colour map matches "
                                                    "8-bit colours exactly and deeper ones are not reduced")
     mode = image.mode
+    if mode == "P":                                 # the indices, and the palette as the colour code
+        colors = mc.palette_colors(image)
+        if colors is not None:
+            return Decoded(image.height, image.width, values=np.asarray(image),
+                           counts=np.asarray(image.histogram(), dtype=np.int64), index_colors=colors)
     try:
         if mode in ("P", "PA"):
             image = image.convert("RGBA" if ("transparency" in image.info or mode == "PA") else "RGB")
@@ -128,11 +137,18 @@ def check_mapped_mask(data: bytes, limits: Limits) -> Union[MaskCheck, Rejection
     if isinstance(decoded, Rejection):
         return decoded
     mask, n, ignore = limits.mask_map, limits.num_classes, limits.ignore_label
-    if decoded.image is not None:
+    if decoded.index_colors is not None:
+        used = np.flatnonzero(decoded.counts).tolist()
+        summary = mc.summarise_colors([(int(decoded.counts[i]), decoded.index_colors[i]) for i in used], mask, n,
+                                      ignore)
+        view = None if isinstance(summary, mv.Rejected) else IndexView(
+            decoded.values, mc.index_classes(decoded.index_colors, used, mask, ignore))
+    elif decoded.image is not None:
         summary = mc.summarise_colors(mc.count_colors(decoded.image), mask, n, ignore)
-        view = None if isinstance(summary, mv.Rejected) else mc.MappedColors(decoded.image, summary, mask, ignore)
+        view = None if isinstance(summary, mv.Rejected) else mc.MappedColors(decoded.image, summary, mask, ignore,
+                                                                              decoded.rgb)
     else:
-        histogram = mv.source_histogram(decoded.values, decoded.counts)
+        histogram = mv.source_histogram(decoded.values, decoded.counts, mask)
         summary = mv.summarise_values(histogram, mask, n, ignore)
         view = None if isinstance(summary, mv.Rejected) else MappedValues(decoded.values, summary, mask, n, ignore)
     if isinstance(summary, mv.Rejected):
@@ -146,7 +162,12 @@ def stored_mapped_mask(data: bytes, limits: Limits) -> Union[bytes, Rejection]:
     decoded = decode_source(data, limits)
     if isinstance(decoded, Rejection):
         return decoded
-    if decoded.image is not None:
+    if decoded.index_colors is not None:
+        used = np.flatnonzero(decoded.counts).tolist()
+        table = mc.index_classes(decoded.index_colors, used, limits.mask_map, limits.ignore_label)
+        converted = (mv.Rejected(reasons.MASK_COLOR_UNKNOWN, "mask has a colour validation did not see")
+                     if (table[used] < 0).any() else np.take(table.astype(np.uint8), decoded.values))
+    elif decoded.image is not None:
         converted = mc.convert_colors(decoded.image, limits.mask_map, limits.ignore_label)
     else:
         converted = mv.convert_values(decoded.values, limits.mask_map, limits.num_classes, limits.ignore_label)
@@ -172,10 +193,28 @@ class MappedValues:
         self._summary = summary
 
     def classes_at(self, indices: np.ndarray) -> np.ndarray:
-        return self._table[self.flat[indices]]
+        return np.take(self._table, self.flat[indices])
 
     def where(self, c: int) -> np.ndarray:
         sources = _sources_of(self._summary, lambda v: self._table[v], c)
+        if len(sources) == 1:
+            return np.flatnonzero(self.flat == sources[0])
+        return np.flatnonzero(np.isin(self.flat, sources))
+
+
+class IndexView:
+    """The classes of a palette mask's pixels through a colour map: its indices through a 256-entry table."""
+
+    def __init__(self, indices: np.ndarray, table: np.ndarray):
+        self.flat = indices.ravel()
+        self.size, self.width = self.flat.size, indices.shape[1]
+        self._table = table
+
+    def classes_at(self, indices: np.ndarray) -> np.ndarray:
+        return np.take(self._table, self.flat[indices])
+
+    def where(self, c: int) -> np.ndarray:
+        sources = np.flatnonzero(self._table == c)
         if len(sources) == 1:
             return np.flatnonzero(self.flat == sources[0])
         return np.flatnonzero(np.isin(self.flat, sources))

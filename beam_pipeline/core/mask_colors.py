@@ -57,7 +57,8 @@ def count_colors(image: Image.Image) -> List[Tuple[int, tuple]]:
 
 
 def packed_pixels(image: Image.Image) -> np.ndarray:
-    """Every pixel as a little-endian 32-bit word R | G << 8 | B << 16 | A << 24 (A = 255 for RGB), flat."""
+    """Every pixel as a little-endian 32-bit word R | G << 8 | B << 16 | A << 24 (A = 255 for RGB), flat:
+    Pillow's own RGBX and RGBA bytes."""
     return np.frombuffer(image.tobytes("raw", "RGBA" if image.mode == "RGBA" else "RGBX"), dtype="<u4")
 
 
@@ -99,6 +100,10 @@ def summarise_colors(counted: Sequence[Tuple[int, tuple]], mask: MaskMap, num_cl
                                                     f"{mask.source} does not list")
     unknown.sort(key=lambda item: (-item[1], item[0]))
     sources += unknown[:MAX_LISTED]
+    merged: Dict[int, int] = {}
+    for color, count in sources:                   # a palette may hold one colour at several indices
+        merged[color] = merged.get(color, 0) + count
+    sources = list(merged.items())
     ignore += transparent + sum(count for _, count in unknown)
     other = sum(count for _, count in unknown[MAX_LISTED:])
     extra = ((OTHER_UNMAPPED, other),) if other else ()
@@ -125,14 +130,52 @@ def convert_colors(image: Image.Image, mask: MaskMap, ignore_label: Optional[int
     return out.reshape(image.height, image.width)
 
 
-class MappedColors:
-    """The classes of a colour mask's pixels, for the crop sample points: a few pixels looked up, or one class's
-    colours compared over the packed pixels."""
+def palette_colors(image: Image.Image) -> Optional[List[tuple]]:
+    """The (r, g, b, a) of each of a palette image's 256 indices (alpha from its tRNS), or None when the palette
+    cannot be read that way (then the image is converted to RGBA instead)."""
+    try:
+        palette = image.getpalette("RGB") or []
+    except ValueError:
+        return None
+    palette = list(palette) + [0] * (768 - len(palette))
+    alpha = [255] * 256
+    transparency = image.info.get("transparency")
+    if isinstance(transparency, int) and 0 <= transparency < 256:
+        alpha[transparency] = 0
+    elif isinstance(transparency, (bytes, bytearray)):
+        alpha[:len(transparency)] = list(transparency)[:256]
+    elif transparency is not None:
+        return None
+    return [(palette[3 * i], palette[3 * i + 1], palette[3 * i + 2], alpha[i]) for i in range(256)]
 
-    def __init__(self, image: Image.Image, summary: Summary, mask: MaskMap, ignore_label: Optional[int]):
+
+def index_classes(colors: Sequence[tuple], used: Sequence[int], mask: MaskMap, ignore_label: Optional[int]) -> np.ndarray:
+    """int64[256]: the class (or ignore label) of each used palette index of a mask whose index colours are
+    ``colors``; -1 for an unused index or one whose colour the map does not list (validation rejects those,
+    or makes them ignore with --unmapped ignore)."""
+    classes = color_classes(mask, ignore_label)
+    ignore = -1 if ignore_label is None else ignore_label
+    table = np.full(256, -1, dtype=np.int64)
+    for index in used:
+        r, g, b, a = colors[index]
+        cls = classes.get((r << 16) | (g << 8) | b)
+        if a == 0:
+            table[index] = ignore
+        elif a == 255 and cls is not None:
+            table[index] = cls
+        elif a == 255 and mask.unmapped == IGNORE_UNMAPPED:
+            table[index] = ignore
+    return table
+
+
+class MappedColors:
+    """The classes of a colour mask's pixels, for the crop sample points: a few pixels packed and looked up, or
+    one class's colours compared channel by channel (cheaper than packing every pixel)."""
+
+    def __init__(self, image: Image.Image, summary: Summary, mask: MaskMap, ignore_label: Optional[int],
+                 rgb: Optional[np.ndarray] = None):
         self.size, self.width = image.width * image.height, image.width
-        self._image = image
-        self._words: Optional[np.ndarray] = None
+        self._image, self._rgb, self._alpha = image, rgb, None
         table = color_classes(mask, ignore_label)
         self._colors = np.asarray(sorted(table), dtype=np.int64)
         self._classes = np.asarray([table[c] for c in sorted(table)], dtype=np.int64)
@@ -141,20 +184,26 @@ class MappedColors:
         self._table = table
 
     def _pixels(self) -> np.ndarray:
-        if self._words is None:
-            self._words = packed_pixels(self._image)
-        return self._words
+        """Nx3 uint8 (and the alpha channel of an RGBA mask), read from the image once."""
+        if self._rgb is None:
+            pixels = np.asarray(self._image)
+            self._rgb = pixels[:, :, :3]
+            self._alpha = pixels[:, :, 3].ravel() if pixels.shape[2] == 4 else None
+        return self._rgb.reshape(-1, 3)
 
     def classes_at(self, indices: np.ndarray) -> np.ndarray:
-        words = self._pixels()[indices].astype(np.int64)
-        colors = _color(words)
+        pixels = self._pixels()[indices].astype(np.int64)
+        colors = (pixels[:, 0] << 16) | (pixels[:, 1] << 8) | pixels[:, 2]
         index = np.clip(np.searchsorted(self._colors, colors), 0, len(self._colors) - 1)
         out = np.where(self._colors[index] == colors, self._classes[index], self._ignore)
-        return np.where((words >> 24) == 255, out, self._ignore)
+        return out if self._alpha is None else np.where(self._alpha[indices] == 0, self._ignore, out)
 
     def where(self, c: int) -> np.ndarray:
-        keys = [_word(color) for color in self._present if self._table.get(color) == c]
-        words = self._pixels()
-        if len(keys) == 1:
-            return np.flatnonzero(words == keys[0])
-        return np.flatnonzero(np.isin(words, np.asarray(keys, dtype=np.uint32)))
+        pixels = self._pixels()
+        hit = np.zeros(self.size, dtype=bool)
+        for color in (color for color in self._present if self._table.get(color) == c):
+            hit |= ((pixels[:, 0] == color >> 16) & (pixels[:, 1] == (color >> 8) & 255)
+                    & (pixels[:, 2] == color & 255))
+        if self._alpha is not None:
+            hit &= self._alpha == 255
+        return np.flatnonzero(hit)

@@ -227,3 +227,22 @@ def test_a_damaged_png_is_rejected_through_a_map_as_without_one():
     result = masks.check_mask(no_iend, limits)
     assert result.reason == reasons.UNDECODABLE and "IEND" in result.detail
     assert result == masks.check_mask(no_iend, Limits(num_classes=10))
+
+
+def test_a_palette_mask_with_transparency_and_a_16_bit_mask_with_unlisted_values_ignored():
+    limits = Limits(num_classes=2, mask_map=build(COLOURS, kind=lm.COLORS, num_classes=2))
+    image = Image.frombytes("P", (4, 1), bytes([0, 1, 2, 3]))
+    image.putpalette([128, 64, 128, 0, 0, 142, 0, 0, 142, 5, 5, 5])   # two indices hold one colour
+    image.info["transparency"] = 3                                    # index 3 is transparent
+    out = io.BytesIO()
+    image.save(out, format="PNG", transparency=3)
+    check = masks.check_mask(out.getvalue(), limits)
+    assert (check.class_pixels, check.ignore_pixels) == ((1, 2), 1)
+    assert dict(check.source_pixels)[0x00008E] == 2
+    assert stored(out.getvalue(), limits).tolist() == [[0, 1, 1, 255]]
+    wide = Limits(num_classes=4, mask_map=build("value,class\n7,0\n300,1\n", unmapped=lm.IGNORE_UNMAPPED))
+    values = np.array([[300, 7], [9, 40000]], np.uint16)
+    check = masks.check_mask(png(values), wide)
+    assert (check.class_pixels, check.ignore_pixels) == ((1, 1, 0, 0), 2)
+    assert check.source_pixels == ((7, 1), (9, 1), (300, 1), (40000, 1))
+    assert stored(png(values), wide).tolist() == [[1, 0], [255, 255]]
