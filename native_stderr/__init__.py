@@ -20,6 +20,7 @@ NATIVE_NOISE = re.compile(rb"""
   | [IW]\d{4}\ \d\d:\d\d:[\d.]+\s+\d+\ \S+:\d+\]                                     # C++ INFO/WARNING (absl, glog)
   | \d{4}-\d\d-\d\d\ [\d:.]+:\ [IW]\ \S+:\d+\]                                      # C++ INFO/WARNING (TF's own format)
   | E\d{4}\ \d\d:\d\d:[\d.]+\s+\d+\ \S+:\d+\]\ .*\b(cuInit|cuDNN|cuFFT|cuBLAS)\b    # CUDA libraries, no GPU here
+  | \d{4}-\d\d-\d\d\ [\d:.]+:\ E\ \S+:\d+\]\ .*\bcuInit\b                          # the same in TF 2.20's format
   | To\ enable\ the\ following\ instructions:.*rebuild\ TensorFlow                  # 2nd line of a CPU notice
 """, re.VERBOSE)
 

@@ -12,9 +12,10 @@ def main(argv=None) -> int:
     from trainer.artifacts import ArtifactError
     from trainer.strategy import StrategyError
     from trainer.train import train
+    from trainer.transform_graph import TransformGraphError
     try:
         result = train(config)
-    except (ArtifactError, StrategyError) as error:
+    except (ArtifactError, StrategyError, TransformGraphError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     history = result["history"]

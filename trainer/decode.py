@@ -10,9 +10,9 @@ from typing import Tuple
 
 import numpy as np
 import tensorflow as tf
-import tensorflow_transform as tft
 
 from trainer.artifacts import Artifacts
+from trainer.transform_graph import TransformGraph
 
 _LOG = logging.getLogger(__name__)
 
@@ -66,9 +66,8 @@ class Decoder:
 
     def __init__(self, artifacts: Artifacts, probe=None):
         self._task = artifacts.task
-        self._transform = tft.TFTransformOutput(artifacts.transform_dir)
-        self._layer = self._transform.transform_features_layer()
-        self._raw_spec = self._transform.raw_feature_spec()
+        self._graph = TransformGraph(artifacts.transform_dir)
+        self._raw_spec = self._graph.raw_feature_spec
         self._spec = dict(self._raw_spec)
         if self._task == "segmentation":
             self._spec[POINT_CLASSES] = tf.io.VarLenFeature(tf.int64)
@@ -96,7 +95,7 @@ class Decoder:
         return (tf.cast(image, tf.float32) - self._mean) / self._std
 
     def _transform_parsed(self, parsed):
-        return self._layer({name: tf.expand_dims(parsed[name], 0) for name in self._raw_spec})
+        return self._graph({name: tf.expand_dims(parsed[name], 0) for name in self._raw_spec})
 
     def _decode_with_graph(self, parsed, transformed=None):
         transformed = self._transform_parsed(parsed) if transformed is None else transformed

@@ -28,9 +28,9 @@ from typing import Tuple
 
 import keras
 import tensorflow as tf
-import tensorflow_transform as tft
 
 from trainer.padding import pad_for_network
+from trainer.transform_graph import TransformGraph
 
 _LOG = logging.getLogger("trainer.serving")    # the name it had as trainer/serving.py
 INPUT_NAME = "image_bytes"
@@ -102,9 +102,8 @@ class ServingModule(tf.Module):
     def __init__(self, model: keras.Model, transform_dir: str, config: ServingConfig):
         super().__init__()
         self.model = model
-        transform_output = tft.TFTransformOutput(transform_dir)
-        self.transform = transform_output.transform_features_layer()
-        self._raw_spec = transform_output.raw_feature_spec()
+        self.transform = TransformGraph(transform_dir)
+        self._raw_spec = self.transform.raw_feature_spec
         self._config = config
         self._class_names = tf.constant(list(config.class_names))
 

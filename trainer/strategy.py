@@ -102,6 +102,11 @@ def _connect_tpu(address: Optional[str]):
     VM's chips) or ``""`` (TPU_NAME).
     """
     address = address or ""
+    if address == "local" and not local_tpu_chips():
+        # Checked before TF is asked: PyPI's tensorflow (no TPU kernels) would blame the build, tensorflow-tpu
+        # would fail in libtpu; either way the cause is that this machine has no TPU chip.
+        raise StrategyError("--strategy tpu: no TPU was found: --tpu local means this machine's TPU chips, and it "
+                            "has none (no Google TPU among its PCI devices, no /dev/accel*)")
     _check_reachable(_tpu_where(address))             # "" is TPU_NAME's address, which may be grpc:// too.
     try:
         resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=address)

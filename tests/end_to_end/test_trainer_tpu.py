@@ -173,11 +173,11 @@ def test_the_readme_tpu_command_off_a_tpu_and_a_tf_server_without_tpus(segmentat
     finally:
         server.kill()
         server.wait()
-    # This machine's TensorFlow (PyPI's tensorflow wheel) has no TPU kernels: said so, in one line. The
-    # server's TensorFlow has no TPU device: TF's own first line.
-    expected = {"local": f"error: --strategy tpu: no TPU reachable at local (TensorFlow {tf.__version__} here is "
-                         "built without TPU support: no kernel for ConfigureDistributedTPU; a TPU VM needs a TPU "
-                         "build of TensorFlow, see docs/training.md)",
+    # This machine has no TPU chip: said so, in one line, whatever TensorFlow build is installed (the same
+    # line under TF 2.20: tests/integration/test_trainer_second_tf.py). The server's TensorFlow has no TPU
+    # device: TF's own first line.
+    expected = {"local": "error: --strategy tpu: no TPU was found: --tpu local means this machine's TPU chips, and "
+                         "it has none (no Google TPU among its PCI devices, no /dev/accel*)",
                 f"grpc://localhost:{port}": f"error: --strategy tpu: no TPU reachable at grpc://localhost:{port} "
                                             "(TPUs not found in the cluster."}
     for process, (stdout, stderr), where in zip((local, remote), results, expected):
@@ -186,3 +186,15 @@ def test_the_readme_tpu_command_off_a_tpu_and_a_tf_server_without_tpus(segmentat
         assert len(errors) == 1 and "Traceback" not in stderr, stderr[-3000:]
         assert errors[0].startswith(expected[where]), errors[0]
     assert not list(tmp_path.rglob("*.weights.h5"))                  # Nothing trained.
+
+
+def test_a_tensorflow_without_tpu_kernels_is_named(no_tpu_env):
+    """What TF itself raises when it is asked for a TPU it has no kernels for (PyPI's tensorflow wheel; on a
+    TPU VM, the wrong build) is said in one line, not TF's page-long kernel listing."""
+    from trainer.strategy import _tpu_detail
+    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu="local")
+    with pytest.raises(tf.errors.OpError) as error:
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+    assert _tpu_detail(error.value) == (f"TensorFlow {tf.__version__} here is built without TPU support: no kernel "
+                                        "for ConfigureDistributedTPU; a TPU VM needs a TPU build of TensorFlow, see "
+                                        "docs/training.md")

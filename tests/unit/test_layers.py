@@ -12,7 +12,7 @@ The order, from the top (each layer may import the layers after it, never one be
 Shared leaves (``beam_pipeline/console.py``, ``beam_pipeline/phases.py``, the ``native_stderr`` package and
 the package's own ``__init__``) may be imported from anywhere and import only each other. Every import
 counts, the ones inside functions too: a lazy import still makes the modules depend on each other.
-``trainer/`` imports neither ``beam_pipeline`` nor ``apache_beam`` (the two are coupled through the
+``trainer/`` imports neither ``beam_pipeline``, ``apache_beam``, ``tensorflow_transform`` nor ``tfx_bsl`` (coupled through the
 artifacts), and no product module imports the test-data tools or the benchmarks.
 
 The checker is run on the real tree, and on the real tree with a bad import planted in it, so that a
@@ -36,7 +36,9 @@ LAYERS = (("launcher", "beam_pipeline.launcher", 1), ("stages", "beam_pipeline.s
           ("report", "beam_pipeline.report", 2), ("io", "beam_pipeline.io", 3), ("core", "beam_pipeline.core", 4))
 COMMANDS_RANK = 0
 CORE_FORBIDDEN = ("apache_beam", "tensorflow", "tensorflow_transform", "tfx_bsl", "tensorflow_metadata", "keras")
-TRAINER_FORBIDDEN = ("apache_beam", "beam_pipeline", "tools", "bench")
+# The trainer reads the artifacts with TensorFlow alone: its own install (requirements-trainer.txt) has no Beam,
+# no tf.Transform and no tfx-bsl (trainer/transform_graph.py loads the transform graph).
+TRAINER_FORBIDDEN = ("apache_beam", "beam_pipeline", "tools", "bench", "tensorflow_transform", "tfx_bsl")
 PRODUCT_FORBIDDEN = ("tools", "bench", "tests", "conftest")
 MAX_LINES = 300
 LINE_LIMITED = ("beam_pipeline", "trainer", "tools", "native_stderr")
@@ -110,7 +112,8 @@ def layer_violations(sources: Dict[str, str]) -> List[str]:
             if _within(module, ("beam_pipeline",)) and _within(target, PRODUCT_FORBIDDEN + ("trainer",)):
                 problems.append(f"{where}: the pipeline never imports the trainer, tools, benchmarks or tests")
             if _within(module, ("trainer",)) and _within(target, TRAINER_FORBIDDEN):
-                problems.append(f"{where}: the trainer reads artifacts, it imports neither Beam nor the pipeline")
+                problems.append(f"{where}: the trainer reads artifacts, it imports neither Beam, the pipeline nor "
+                                "tf.Transform")
             if _within(module, ("beam_pipeline.core",)) and _within(target, CORE_FORBIDDEN):
                 problems.append(f"{where}: core/ is pure: no apache_beam, no tensorflow")
             if target not in sources:
@@ -227,8 +230,13 @@ def _planted(module: str, line: str) -> Dict[str, str]:
      "trainer.data:{n} imports beam_pipeline.core.features: the trainer reads artifacts"),
     ("beam_pipeline.stages.validate", "from tools.sample_corpus import write_corpus",
      "beam_pipeline.stages.validate:{n} imports tools.sample_corpus: the pipeline never imports the trainer"),
+    ("trainer.decode", "import tensorflow_transform as tft",
+     "trainer.decode:{n} imports tensorflow_transform: the trainer reads artifacts"),
+    ("trainer.export", "from tfx_bsl.public import tfxio",
+     "trainer.export:{n} imports tfx_bsl.public: the trainer reads artifacts"),
 ], ids=["io-up-to-launcher", "core-up-to-stages", "stages-to-report", "launcher-up-to-command", "leaf-to-launcher",
-        "beam-in-core", "tensorflow-in-core", "trainer-to-pipeline", "product-to-tools"])
+        "beam-in-core", "tensorflow-in-core", "trainer-to-pipeline", "product-to-tools", "tft-in-trainer",
+        "tfx-bsl-in-trainer"])
 def test_a_planted_import_against_the_rules_is_found(module, line, expected):
     sources = _planted(module, line)
     planted_line = sources[module].count("\n") - 0
