@@ -10,12 +10,13 @@ def main(argv=None) -> int:
     config = parse_config(argv)
     console.configure(config.log_level)         # before TensorFlow is imported
     from trainer.artifacts import ArtifactError
+    from trainer.backbones import ModelError
     from trainer.strategy import StrategyError
     from trainer.train import train
     from trainer.transform_graph import TransformGraphError
     try:
         result = train(config)
-    except (ArtifactError, StrategyError, TransformGraphError) as error:
+    except (ArtifactError, ModelError, StrategyError, TransformGraphError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     history = result["history"]

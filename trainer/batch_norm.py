@@ -31,8 +31,10 @@ _LOG = logging.getLogger(__name__)
 
 
 def batch_norm_layers(model: keras.Model) -> List[keras.layers.BatchNormalization]:
+    """The batch-norm layers that train: a frozen one (a frozen encoder's) runs in inference mode, so its
+    statistics are neither updated by the forward passes nor re-estimated."""
     return [layer for layer in model._flatten_layers(include_self=False)          # noqa: SLF001 (Keras API)
-            if isinstance(layer, keras.layers.BatchNormalization)]
+            if isinstance(layer, keras.layers.BatchNormalization) and layer.trainable]
 
 
 class RecalibrateBatchNorm(keras.callbacks.Callback):

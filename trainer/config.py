@@ -34,7 +34,10 @@ class TrainConfig:
     crop_sampling: str = "class_uniform"
     shuffle_buffer: int = 256                   # Decoded examples (whole images) held for shuffling.
     cache: str = "none"
-    weights: Optional[str] = None
+    backbone: Optional[str] = None              # keras.applications encoder of unet / deeplabv3plus
+    weights: str = "none"                       # none | imagenet | a weights file (keras.applications models)
+    freeze_backbone_epochs: int = 0
+    backbone_learning_rate: Optional[float] = None   # None: --learning_rate
     verify_shards: bool = True
     seed: int = 0
     serving_max_pixels: int = 2 ** 23           # The exported model refuses larger images.
@@ -61,10 +64,28 @@ def build_parser() -> argparse.ArgumentParser:
                                           "and the exported model go. Restarting with the same --job_dir resumes.")
     add("--task", default="auto", choices=("auto", "segmentation", "classification"),
         help="auto: the task recorded in manifest.json.")
-    add("--model", default="auto", help="unet (segmentation), cnn (classification, global-average-pooled head), or "
-                                        "a keras.applications name such as EfficientNetB0. auto: unet or cnn by task.")
-    add("--depth", type=int, default=4, help="U-Net down-sampling steps / CNN blocks (default 4).")
-    add("--width", type=int, default=32, help="Filters of the first block, doubled at every step (default 32).")
+    add("--model", default="auto",
+        help="Segmentation: unet (from scratch, or with a pretrained encoder: --backbone) or deeplabv3plus "
+             "(DeepLabV3+ on --backbone). Classification: cnn (global-average-pooled head) or a keras.applications "
+             "name such as EfficientNetB0 (with --weights). auto: unet or cnn by task.")
+    add("--backbone", default=None,
+        help="The keras.applications encoder of --model unet or deeplabv3plus: MobileNetV2 (deeplabv3plus's "
+             "default), ResNet50, ResNet101, EfficientNetV2B0 or EfficientNetV2S. Its own input preprocessing runs "
+             "inside the model, after the dataset's normalisation is undone, so the served model takes raw images.")
+    add("--weights", default="none",
+        help="Weights of the keras.applications encoder or classifier: none (random, the default), imagenet (Keras "
+             "downloads them; one error line where it cannot), or a file of the same application without its top "
+             "(a .weights.h5 Keras saved, or keras.applications' _notop.h5). A file that does not fit stops the run "
+             "before training.")
+    add("--freeze_backbone_epochs", type=int, default=0,
+        help="Train the new layers only, the pretrained encoder frozen, for this many epochs; then the encoder "
+             "trains too, at --backbone_learning_rate (default 0: it trains from the start).")
+    add("--backbone_learning_rate", type=float, default=None,
+        help="Adam learning rate of the encoder's variables once it trains (default: --learning_rate); the other "
+             "layers keep --learning_rate.")
+    add("--depth", type=int, default=4, help="U-Net from scratch: down-sampling steps; CNN: blocks (default 4).")
+    add("--width", type=int, default=32, help="Filters of the first block, doubled at every step (default 32); "
+                                              "DeepLabV3+: 8x this in ASPP and the decoder (256 for 32).")
     add("--strategy", default="auto", choices=("auto", "default", "mirrored", "multi_worker", "tpu"),
         help="auto picks a reachable TPU, else MultiWorkerMirrored when TF_CONFIG lists several workers, else "
              "Mirrored for several GPUs, else the default strategy; the choice and the reason are logged.")
@@ -107,8 +128,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="Decoded examples held in the shuffle buffer, per worker (default 256); memory grows with it, and "
              "training starts once it is full.")
     add("--cache", default="none", help="none, or a folder to cache decoded examples in files (never in memory).")
-    add("--weights", default=None, help="A local weights file for a keras.applications backbone; nothing is "
-                                        "downloaded.")
     add("--no_verify", "--no_verify_shards", dest="verify_shards", action="store_false",
         help="Skip checking the files manifest.json lists: their sizes and the SHA-256 of the small ones "
              "(stats.json, transform/, ...) before the first step, and the shards' SHA-256 in the background "
@@ -130,6 +149,15 @@ def parse_config(argv: Optional[List[str]] = None) -> TrainConfig:
            args.serving_max_pixels) < 1:
         parser.error("--global_batch_size, --grad_accum_steps, --epochs, --shuffle_buffer and --serving_max_pixels "
                      "must be >= 1")
+    if args.model == "deeplabv3plus" and not args.backbone:
+        args.backbone = "MobileNetV2"
+    if args.backbone and args.model not in ("unet", "deeplabv3plus", "auto"):
+        parser.error(f"--backbone is the encoder of --model unet or deeplabv3plus, not of --model {args.model}")
+    if args.freeze_backbone_epochs < 0 or (args.freeze_backbone_epochs and args.weights == "none"):
+        parser.error("--freeze_backbone_epochs needs pretrained weights (--weights imagenet or FILE), and is >= 0")
+    if args.weights != "none" and not args.backbone and args.model in ("auto", "unet", "cnn"):
+        parser.error(f"--weights is for a keras.applications encoder (--backbone) or classifier, not --model "
+                     f"{args.model}")
     for name in ("steps_per_epoch", "validation_steps"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             parser.error(f"--{name} must be >= 1")

@@ -11,7 +11,7 @@ from typing import Tuple
 import numpy as np
 import tensorflow as tf
 
-from trainer.artifacts import Artifacts
+from trainer.artifacts import ArtifactError, Artifacts
 from trainer.transform_graph import TransformGraph
 
 _LOG = logging.getLogger(__name__)
@@ -49,6 +49,21 @@ def graph_normalisation(transformed) -> Tuple[tf.Tensor, tf.Tensor]:
     """Per-channel mean and std (float32 [3]) by which the tf.Transform graph normalises images: its own
     ``stats/image_mean`` and ``stats/image_std`` outputs (the Decoder checks them against its pixels)."""
     return transformed[STATS_MEAN][0], transformed[STATS_STD][0]
+
+
+def dataset_normalisation(artifacts: Artifacts) -> Tuple[Tuple[float, ...], Tuple[float, ...]]:
+    """The graph's per-channel mean and std, from its outputs on the first train record: what a model with a
+    pretrained encoder undoes before the encoder's own preprocessing (trainer/backbones.py)."""
+    graph = TransformGraph(artifacts.transform_dir)
+    missing = {STATS_MEAN, STATS_STD} - set(graph.output_names)
+    if missing:
+        raise ArtifactError(f"the tf.Transform graph at {artifacts.transform_dir} has no {' and '.join(sorted(missing))} "
+                            "output, which a pretrained encoder needs to undo the dataset's normalisation")
+    for serialized in tf.data.TFRecordDataset(artifacts.shard_paths("train")[:1]).take(1):
+        parsed = tf.io.parse_single_example(serialized, graph.raw_feature_spec)
+        mean, std = graph_normalisation(graph({name: tf.expand_dims(value, 0) for name, value in parsed.items()}))
+        return tuple(mean.numpy().tolist()), tuple(std.numpy().tolist())
+    raise ArtifactError(f"the train split of {artifacts.root} has no record")
 
 
 class Decoder:

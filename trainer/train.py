@@ -18,7 +18,9 @@ from trainer.config import TrainConfig
 from trainer.data import InputConfig, PipelineShard, make_dataset, make_whole_image_dataset, shard_for_pipeline
 from trainer.export import ServingConfig, export_serving_model
 from trainer.losses import IgnoringMeanIoU, masked_loss
-from trainer.models import ModelConfig, build_model
+from trainer.decode import dataset_normalisation
+from trainer.fine_tuning import BackboneAdam, FreezeBackbone
+from trainer.models import ModelConfig, backbone_of, build_model, input_multiple
 from trainer.strategy import choose_strategy, is_chief, mixed_precision_policy, worker_dir
 from trainer.validation import WholeImageValidation
 from trainer.verification import (BackgroundVerifier, StopOnDamagedFile, check_before_training, relative_to_data_dir,
@@ -83,17 +85,28 @@ def split_dataset(artifacts: Artifacts, config: TrainConfig, split: str, trainin
     return mixed.batch(batch, drop_remainder=True).prefetch(tf.data.AUTOTUNE), parts
 
 
+def model_config(artifacts: Artifacts, config: TrainConfig, task: str, sync_batch_norm: bool = False) -> ModelConfig:
+    name = config.model if config.model != "auto" else ("unet" if task == "segmentation" else "cnn")
+    pretrained = bool(config.backbone) or name not in ("unet", "cnn")
+    mean, std = dataset_normalisation(artifacts) if pretrained else ((0.0,) * 3, (1.0,) * 3)
+    return ModelConfig(name=name, depth=config.depth, width=config.width, recompute=config.recompute,
+                       backbone=config.backbone, weights=config.weights, mean=mean, std=std,
+                       sync_batch_norm=sync_batch_norm, bn_momentum=config.bn_momentum)
+
+
 def build_compiled_model(artifacts: Artifacts, config: TrainConfig, task: str,
                          sync_batch_norm: bool = False) -> keras.Model:
-    name = config.model if config.model != "auto" else ("unet" if task == "segmentation" else "cnn")
-    model = build_model(task, artifacts.num_classes,
-                        ModelConfig(name=name, depth=config.depth, width=config.width, recompute=config.recompute,
-                                    weights=config.weights, sync_batch_norm=sync_batch_norm,
-                                    bn_momentum=config.bn_momentum),
+    """The model, compiled; one with a pretrained encoder gets BackboneAdam, built for every variable, and its
+    encoder frozen when --freeze_backbone_epochs asks (trainer/fine_tuning.py)."""
+    model = build_model(task, artifacts.num_classes, model_config(artifacts, config, task, sync_batch_norm),
                         input_shape=(*config.crop, 3))
-    optimizer = keras.optimizers.Adam(
-        config.learning_rate,
-        gradient_accumulation_steps=config.grad_accum_steps if config.grad_accum_steps > 1 else None)
+    backbone = backbone_of(model)
+    accumulate = {"gradient_accumulation_steps": config.grad_accum_steps if config.grad_accum_steps > 1 else None}
+    if backbone is None:
+        optimizer = keras.optimizers.Adam(config.learning_rate, **accumulate)
+    else:
+        optimizer = BackboneAdam(config.learning_rate, config.backbone_learning_rate or config.learning_rate,
+                                 **accumulate)
     weights = class_weights_for(artifacts, config.class_weights)
     if task == "segmentation":
         model.compile(optimizer=optimizer, loss=MaskedSegmentationLoss(weights, artifacts.ignore_label, config.loss),
@@ -101,12 +114,16 @@ def build_compiled_model(artifacts: Artifacts, config: TrainConfig, task: str,
     else:
         model.compile(optimizer=optimizer, loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                       metrics=["accuracy", keras.metrics.SparseTopKCategoricalAccuracy(5, name="top5")])
+    if backbone is not None:
+        optimizer.build_for(model.trainable_variables, backbone.trainable_variables)
+        backbone.trainable = not config.freeze_backbone_epochs
     return model
 
 
 def network_multiple(config: TrainConfig, task: str) -> int:
-    """What the sides of a segmentation input must be multiples of: 2**depth for the U-Net."""
-    return 2 ** config.depth if task == "segmentation" else 1
+    """What the sides of a segmentation input must be multiples of (trainer.models.input_multiple)."""
+    name = config.model if config.model != "auto" else ("unet" if task == "segmentation" else "cnn")
+    return input_multiple(task, ModelConfig(name=name, depth=config.depth, backbone=config.backbone))
 
 
 def serving_config(artifacts: Artifacts, config: TrainConfig, task: str) -> ServingConfig:
@@ -229,6 +246,8 @@ def train(config: TrainConfig) -> dict:
     if validation is not None:
         callbacks.insert(0, validation)      # Before the others: they log the val_* values it adds.
     callbacks.insert(0, StopOnDamagedFile(verifier, started))
+    if config.freeze_backbone_epochs and backbone_of(model) is not None:
+        callbacks.insert(0, FreezeBackbone(backbone_of(model), config.freeze_backbone_epochs))
     if config.bn_recalibration_batches:      # First: validation and checkpoints see the re-estimated statistics.
         callbacks.insert(0, RecalibrateBatchNorm(train_data, strategy, config.bn_recalibration_batches))
     _LOG.info("%d epoch(s) of %d steps of %d examples (%s); validation: %s", config.epochs, steps_per_epoch,
