@@ -157,8 +157,9 @@ def _first_record(files):
 
 
 def make_dataset(artifacts: Artifacts, split: str, config: InputConfig, training: bool = True,
-                 shard: Optional[PipelineShard] = None) -> tf.data.Dataset:
-    """Batches of (image, mask) or (image, label) read from the split's shards (or from ``shard`` only)."""
+                 shard: Optional[PipelineShard] = None, graph=None) -> tf.data.Dataset:
+    """Batches of (image, mask) or (image, label) read from the split's shards (or from ``shard`` only);
+    ``graph``: the transform graph to decode with (default: trainer.transform_graph's, see Decoder)."""
     shard = shard or shard_for_pipeline(artifacts.shard_paths(split))
     by_records = shard.record_shards > 1
     dataset = tf.data.Dataset.from_tensor_slices(list(shard.files))
@@ -175,7 +176,7 @@ def make_dataset(artifacts: Artifacts, split: str, config: InputConfig, training
         # Shuffle the serialized records (about 100 KB each), not decoded ones (a float32 image is 25 times
         # larger): the same mixing for a fraction of the memory.
         dataset = dataset.shuffle(config.shuffle_buffer).repeat()
-    decoder = Decoder(artifacts, probe=_first_record(list(shard.files)))
+    decoder = Decoder(artifacts, probe=_first_record(list(shard.files)), graph=graph)
     dataset = dataset.map(decoder, num_parallel_calls=tf.data.AUTOTUNE, deterministic=not training)
     # {"image": uint8 [H, W, 3], "mask": uint8 [H, W], "point_*": ...} or {"image", "label"}
     # (image float32 and normalised, mask int32, when decoded through the tf.Transform graph)

@@ -79,9 +79,11 @@ class Decoder:
     without the ``stats/`` outputs) it logs a warning and decodes through the graph.
     """
 
-    def __init__(self, artifacts: Artifacts, probe=None):
+    def __init__(self, artifacts: Artifacts, probe=None, graph=None):
         self._task = artifacts.task
-        self._graph = TransformGraph(artifacts.transform_dir)
+        # graph: the transform graph (raw_feature_spec and a call on batched raw features); bench/transform_loader.py
+        # passes tf.Transform's own layer to compare.
+        self._graph = graph if graph is not None else TransformGraph(artifacts.transform_dir)
         self._raw_spec = self._graph.raw_feature_spec
         self._spec = dict(self._raw_spec)
         if self._task == "segmentation":
