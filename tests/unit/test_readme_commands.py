@@ -57,6 +57,7 @@ PLACEHOLDERS = {
 }
 SKIPPED = {
     "make": "a Makefile target; `make test` runs this suite",
+    "pip": "installs packages; tests/unit/test_requirements.py checks the trainer's files, docs/training.md pip's dry run",
     "docker": "builds or pushes the image of Dockerfile",
     "gcloud": "Google Cloud's CLI; the --config file it takes is a ```yaml block, checked below",
     "xdg-open": "opens a file in the desktop's browser",
