@@ -21,15 +21,14 @@ from trainer.models import ModelConfig, backbone_of, build_model
 from trainer_jobs import _train
 
 SERVE_SIZES = """
-import sys
-import numpy as np
+import json, sys
 import tensorflow as tf
 serve = tf.saved_model.load(sys.argv[1]).signatures["serving_default"]
 images = [tf.io.encode_png(tf.cast(tf.random.stateless_uniform([h, w, 3], [1, i], 0, 255), tf.uint8))
           for i, (h, w) in enumerate([(360, 480), (17, 23), (100, 75)])]
 out = serve(image_bytes=tf.stack(images))
-print(out["height"].numpy().tolist(), out["width"].numpy().tolist(), int(out["class_map"].numpy().max()),
-      int(tf.reduce_min(out["class_map"][1, :17, :23])))
+print(json.dumps([out["height"].numpy().tolist(), out["width"].numpy().tolist(), int(out["class_map"].numpy().max()),
+                  int(tf.reduce_min(out["class_map"][1, :17, :23]))]))
 """
 
 
@@ -61,18 +60,17 @@ def test_deeplab_frozen_then_fine_tuned_on_two_replicas_exports_and_serves(segme
     reference.load_weights(mobilenet_weights)
     model = build_model("segmentation", 8, ModelConfig(name="deeplabv3plus", backbone="MobileNetV2", width=8,
                                                       recompute=True))   # the layout the checkpoints were saved in
-    expected = {v.path.split("/", 1)[-1]: np.array(v) for v in reference.weights}
+    expected = {v.path: np.array(v) for v in reference.weights}          # "Conv1/kernel", ...: layer/variable
     for epoch, frozen in ((1, True), (2, False)):
         model.load_weights(job_dir / "checkpoints" / f"epoch-000{epoch}.weights.h5")
-        pairs = [(np.array(v), expected[v.path.split("/", 1)[-1]]) for v in backbone_of(model).weights]
+        pairs = [(np.array(v), expected[v.path]) for v in backbone_of(model).weights]
         assert len(pairs) > 100
         same = all(np.array_equal(a, b) for a, b in pairs)
         assert same == frozen, epoch
     served = subprocess.run([sys.executable, "-c", SERVE_SIZES, result["export"]], cwd=ROOT, capture_output=True,
                             text=True, timeout=600)
     assert served.returncode == 0, served.stderr[-3000:]
-    heights, widths, highest, lowest_in_small = json.loads("[" + served.stdout.strip().splitlines()[-1]
-                                                           .replace("] ", "], ").replace(" ", ",") + "]")
+    heights, widths, highest, lowest_in_small = json.loads(served.stdout.strip().splitlines()[-1])
     assert heights == [360, 17, 100] and widths == [480, 23, 75] and highest < 8 and lowest_in_small >= 0
 
 
@@ -85,7 +83,7 @@ def test_a_unet_on_resnet50_trains_and_exports(segmentation_run, tmp_path):
     served = subprocess.run([sys.executable, "-c", SERVE_SIZES, result["export"]], cwd=ROOT, capture_output=True,
                             text=True, timeout=600)
     assert served.returncode == 0, served.stderr[-3000:]
-    assert served.stdout.strip().splitlines()[-1].startswith("[360, 17, 100] [480, 23, 75]")
+    assert json.loads(served.stdout.strip().splitlines()[-1])[:2] == [[360, 17, 100], [480, 23, 75]]
 
 
 def _refused(out, job_dir, *args, env=None):
