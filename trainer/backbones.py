@@ -51,21 +51,21 @@ def _constructor(name: str):
     return constructor
 
 
-def build_backbone(name: str, weights: Optional[str] = None, input_shape: Sequence = (None, None, 3),
+def build_backbone(application: str, weights: Optional[str] = None, input_shape: Sequence = (None, None, 3),
                    **kwargs) -> keras.Model:
     """The application without its top, with ``weights`` (None or "none", "imagenet", or a file); ``kwargs``
     go to its constructor (``name``)."""
-    constructor = _constructor(name)
+    constructor = _constructor(application)
     if weights == "imagenet":
         try:
             return constructor(include_top=False, weights="imagenet", input_shape=tuple(input_shape), **kwargs)
         except Exception as error:     # get_file raises a bare Exception for a failed download
-            raise ModelError(f"--weights imagenet: Keras could not get the ImageNet weights of {name} "
+            raise ModelError(f"--weights imagenet: Keras could not get the ImageNet weights of {application} "
                              f"({_first_line(error)}); where the machine has no access to them, download them "
                              "elsewhere and pass --weights FILE") from None
     backbone = constructor(include_top=False, weights=None, input_shape=tuple(input_shape), **kwargs)
     if weights and weights != "none":
-        load_weights_file(backbone, name, weights)
+        load_weights_file(backbone, application, weights)
     return backbone
 
 

@@ -90,3 +90,12 @@ def test_backbone_variables_move_at_the_backbone_learning_rate():
     backbone_paths = {v.path for v in backbone.trainable_variables}
     for path, change in moved.items():
         np.testing.assert_allclose(change, 0.01 if path in backbone_paths else 0.1, rtol=1e-3)
+
+
+def test_a_keras_applications_classifier_has_its_preprocessing_and_a_pooled_head():
+    model = build_model("classification", 3, ModelConfig(name="MobileNetV2", mean=(1.0,) * 3, std=(2.0,) * 3),
+                        input_shape=(32, 32, 3))
+    assert tuple(model(np.zeros((2, 32, 32, 3), np.float32)).shape) == (2, 3)
+    assert backbone_of(model) is not None and model.get_layer("backbone_preprocessing").mean == [1.0] * 3
+    with pytest.raises(ModelError, match="for segmentation, give --model unet or deeplabv3plus with --backbone"):
+        build_model("segmentation", 3, ModelConfig(name="MobileNetV2"))
