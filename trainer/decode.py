@@ -57,8 +57,9 @@ def dataset_normalisation(artifacts: Artifacts) -> Tuple[Tuple[float, ...], Tupl
     graph = TransformGraph(artifacts.transform_dir)
     missing = {STATS_MEAN, STATS_STD} - set(graph.output_names)
     if missing:
-        raise ArtifactError(f"the tf.Transform graph at {artifacts.transform_dir} has no {' and '.join(sorted(missing))} "
-                            "output, which a pretrained encoder needs to undo the dataset's normalisation")
+        raise ArtifactError(f"the tf.Transform graph at {artifacts.transform_dir} has no "
+                            f"{' and '.join(sorted(missing))} output, which a pretrained encoder needs to undo the "
+                            "dataset's normalisation")
     for serialized in tf.data.TFRecordDataset(artifacts.shard_paths("train")[:1]).take(1):
         parsed = tf.io.parse_single_example(serialized, graph.raw_feature_spec)
         mean, std = graph_normalisation(graph({name: tf.expand_dims(value, 0) for name, value in parsed.items()}))
