@@ -12,7 +12,8 @@ Two measurements, each new against old in the same run:
 
 Each run is a fresh child process; after ``--warmup`` elements, ``--elements`` are timed (batches for
 ``trainer``, examples for ``graph``). Within a repeat the order of new and old alternates; the report gives
-the median ratio new/old of elements per second, its spread over ``--repeats``, and each side's median.
+the median ratio new/old of elements per second, its spread over ``--repeats``, and each side's median,
+and the ratio of CPU time per element (old/new; less sensitive to the neighbours' load than the rate).
 The data is bench/segmentation_models.py's scenes (real photographs), built on first use.
 
     python bench/transform_loader.py --repeats 5
@@ -31,7 +32,7 @@ from typing import Optional, Sequence
 from common import ROOT, log, positive, spread
 
 CHILD = """
-import json, sys, time
+import json, resource, sys, time
 import tensorflow as tf
 from trainer.artifacts import load_artifacts
 from trainer.data import InputConfig, make_dataset
@@ -62,14 +63,20 @@ else:
     decoder = Decoder(artifacts, graph=graph)
     dataset = (tf.data.TFRecordDataset(artifacts.shard_paths("train")).repeat()
                .map(decoder, num_parallel_calls=tf.data.AUTOTUNE, deterministic=False).prefetch(tf.data.AUTOTUNE))
+def cpu():
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 iterator = iter(dataset)
 for _ in range(warmup):
     next(iterator)
-ready = time.monotonic()
+ready, ready_cpu = time.monotonic(), cpu()
 for _ in range(elements):
     next(iterator)
-done = time.monotonic()
-print("RESULT " + json.dumps({"per_second": elements / (done - ready), "start_seconds": ready - started}))
+done, done_cpu = time.monotonic(), cpu()
+print("RESULT " + json.dumps({"per_second": elements / (done - ready), "start_seconds": ready - started,
+                              "cpu_ms": 1000 * (done_cpu - ready_cpu) / elements}))
 """
 
 
@@ -105,6 +112,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         new = [r["per_second"] for r in results[mode, "new"]]
         old = [r["per_second"] for r in results[mode, "old"]]
         ratios = [a / b for a, b in zip(new, old)]
+        cpu = [b["cpu_ms"] / a["cpu_ms"] for a, b in zip(results[mode, "new"], results[mode, "old"])]
+        print(f"{mode}: CPU per element old/new {spread(cpu)} (above 1: the new one costs less)")
         print(f"{mode}: new/old {spread(ratios)} over {args.repeats} repeats; new {statistics.median(new):.2f}, "
               f"old {statistics.median(old):.2f} {unit}/s; start-up (to the first element) new "
               f"{spread([r['start_seconds'] for r in results[mode, 'new']], '{:.1f}')} s, old "
