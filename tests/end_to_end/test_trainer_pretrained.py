@@ -74,10 +74,12 @@ def test_deeplab_frozen_then_fine_tuned_on_two_replicas_exports_and_serves(segme
     assert heights == [360, 17, 100] and widths == [480, 23, 75] and highest < 8 and lowest_in_small >= 0
 
 
-def test_a_unet_on_resnet50_trains_and_exports(segmentation_run, tmp_path):
+def test_a_unet_on_a_pretrained_encoder_trains_and_exports(segmentation_run, mobilenet_weights, tmp_path):
+    """The encoder U-Net on the saved MobileNetV2 file (ResNet50 and EfficientNetV2S are built and run in
+    tests/unit/test_trainer_backbones.py; training ResNet50 here would cost minutes of the suite)."""
     out, _ = segmentation_run
     result = _train(["--data", out, "--job_dir", tmp_path / "job", "--strategy", "default", "--model", "unet",
-                     "--backbone", "ResNet50", "--weights", "none", "--epochs", 1, "--steps_per_epoch", 2,
+                     "--backbone", "MobileNetV2", "--weights", mobilenet_weights, "--epochs", 1, "--steps_per_epoch", 2,
                      "--global_batch_size", 2, "--crop", "64,64", "--width", 8, "--validation_steps", 1,
                      "--bn_recalibration_batches", 1], tmp_path / "train.log")
     served = subprocess.run([sys.executable, "-c", SERVE_SIZES, result["export"]], cwd=ROOT, capture_output=True,
