@@ -26,7 +26,7 @@ run: install
 	@$(PY) -m beam_pipeline --input $(SAMPLE)/segmentation/manifest.csv --output $(OUT)/segmentation \
 		--task segmentation --num_classes 8 --ignore_label 255 --overwrite
 	@$(PY) -m beam_pipeline --input $(SAMPLE)/classification/images --output $(OUT)/classification \
-		--task classification --num_classes 8 --overwrite
+		--task classification --overwrite
 
 # System packages the tests need beyond Python, from Debian when missing: chromium for the report's
 # browser test, a JDK and Maven for the Flink tests. Under CI=true a skipped integration test fails.

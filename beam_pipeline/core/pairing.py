@@ -6,7 +6,7 @@ one orphan and shifts nothing else.
 """
 
 import posixpath
-from typing import Iterable, Iterator, Optional, Tuple, Union
+from typing import Iterable, Iterator, Optional, Sequence, Tuple, Union
 
 from beam_pipeline.core import paths, reasons
 from beam_pipeline.core.records import REJECTED, Outcome, PairRef
@@ -86,3 +86,30 @@ def class_folder_ref(relpath: str, root: str) -> PairRef:
     folder = posixpath.dirname(relpath)
     return PairRef(key=relpath, source_id=relpath, image=paths.join(root, relpath),
                    label=posixpath.basename(folder), metadata=(("folder", folder),))
+
+
+def class_folder_classes(found: Sequence[str], root: str, num_classes: Optional[int] = None,
+                         class_names: Tuple[str, ...] = ()) -> Tuple[str, ...]:
+    """The classes of a one-folder-per-class input, in id order: ``class_names`` when given, else the sorted
+    names of the class folders ``found`` under ``root``. Raises ValueError with one line when there is no
+    class folder, or when ``class_names`` or ``num_classes`` does not match the folders (both numbers named)."""
+    names = tuple(sorted(found))
+    listed = ", ".join(names[:12]) + (f", ... ({len(names) - 12} more)" if len(names) > 12 else "")
+    if not names:
+        raise ValueError(f"no class folders in {root}: give one folder per class, each holding its images "
+                         f"(e.g. {paths.join(root, 'pizza/1.jpg')})")
+    if class_names:
+        if len(class_names) != len(names):
+            raise ValueError(f"--class_names lists {len(class_names)} names but {root} has {len(names)} class "
+                             f"folders ({listed})")
+        twice = sorted({name for name in class_names if class_names.count(name) > 1})
+        if twice:
+            raise ValueError(f"--class_names lists {', '.join(map(repr, twice))} more than once")
+        unknown = [name for name in class_names if name not in names]
+        if unknown:
+            raise ValueError(f"--class_names names {', '.join(map(repr, unknown))}, which {root} has no class "
+                             f"folder for (its class folders: {listed})")
+    if num_classes is not None and num_classes != len(names):
+        raise ValueError(f"--num_classes is {num_classes} but {root} has {len(names)} class folders ({listed}); "
+                         "leave --num_classes out to use the number of class folders")
+    return tuple(class_names) or names

@@ -109,9 +109,9 @@ def duration(seconds: Optional[float]) -> str:
 
 
 def progress_line(phase: str, progress: Progress, rate: Optional[float] = None,
-                  eta: Optional[float] = None, share: bool = True) -> str:
+                  eta: Optional[float] = None, share: bool = True, unit: str = "pairs") -> str:
     """One plain line for ``phase``, e.g. ``validating  1,234/5,000 pairs  24.7%  52.3 pairs/s  ETA 1:12  rejected 12``
-    (without the percentage when ``share`` is false: a bar shows it)."""
+    (without the percentage when ``share`` is false: a bar shows it; ``unit``: core/tasks.py's units)."""
     done, total = progress.figures(phase)
     rejected = f"rejected {progress.rejected:,}"
     if phase == STARTING:
@@ -122,21 +122,22 @@ def progress_line(phase: str, progress: Progress, rate: Optional[float] = None,
         return f"{phase:<10}  duplicates, statistics, balancing, shard sizes  {rejected}"
     if phase == FINISHING:
         return f"{phase:<10}  publishing the outputs  {rejected}"
-    line = f"{phase:<10}  {done:,}/{total:,} pairs"
+    line = f"{phase:<10}  {done:,}/{total:,} {unit}"
     if share:
         line += f"  {100.0 * done / total:5.1f}%" if total else "      -"
     if rate is not None:
-        line += f"  {rate:,.1f} pairs/s"
+        line += f"  {rate:,.1f} {unit}/s"
     if done < total and eta is not None:
         line += f"  ETA {duration(eta)}"
     return f"{line}  {rejected}"
 
 
-def phase_summary(phase: str, progress: Progress, seconds: Optional[float], share: bool = True) -> str:
+def phase_summary(phase: str, progress: Progress, seconds: Optional[float], share: bool = True,
+                  unit: str = "pairs") -> str:
     """The line that closes a measured phase, with its mean rate over ``seconds``."""
     done, _ = progress.figures(phase)
     rate = done / seconds if seconds else None
-    line = progress_line(phase, progress, rate, share=share)
+    line = progress_line(phase, progress, rate, share=share, unit=unit)
     return line + (f"  in {duration(seconds)}" if seconds is not None else "")
 
 

@@ -161,15 +161,16 @@ def to_config(opts: PipelineOptions) -> CorpusConfig:
         _fail("--output is required")
     maps = MapOptions(o.label_map, o.color_map, o.reduce_zero_label, o.unmapped)
     _check_maps(maps, o.task)
-    if o.num_classes is None and not maps.any:
-        _fail("--num_classes is required")
+    input_format = _detect_input_format(o)
+    if o.num_classes is None and not maps.any and input_format != CLASS_FOLDERS:
+        _fail("--num_classes is required, except for one folder per class (the folders are counted) and with a "
+              "map that names the classes")
     ignore = None if o.ignore_label == -1 else o.ignore_label
     class_names = csv_list(o.class_names) if o.class_names else ()
-    if o.num_classes is not None:        # else the map gives it (launcher/maps.py checks the same)
+    if o.num_classes is not None:        # else the map or the class folders give it (maps.py, launch.py check it)
         check_classes(o.num_classes, ignore, class_names)
     elif ignore is not None and not 0 <= ignore <= 255:
         _fail(f"--ignore_label must be 0..255 or -1, got {o.ignore_label}")
-    input_format = _detect_input_format(o)
     if o.task == "segmentation" and input_format == CLASS_FOLDERS:
         _fail("--input_format class_folders is for --task classification")
     if input_format == PAIRED and o.task == "classification":

@@ -18,9 +18,10 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions
 
 from beam_pipeline.core import layout, paths
+from beam_pipeline.core.pairing import class_folder_classes
 from beam_pipeline.core.selection import SplitSpec, parse_split
 from beam_pipeline.io import folders, listing
-from beam_pipeline.launcher.config import CorpusConfig, to_config
+from beam_pipeline.launcher.config import CorpusConfig, check_classes, to_config
 from beam_pipeline.launcher import runners
 from beam_pipeline.launcher.maps import load_maps
 from beam_pipeline.launcher.options import CorpusOptions, CorpusOptionsError, check_known_options
@@ -105,14 +106,21 @@ def _folder_split_spec(config: CorpusConfig) -> Tuple[CorpusConfig, SplitSpec]:
     if config.input_format == CLASS_FOLDERS:
         if spec.mode == "folder":
             raise CorpusOptionsError("--split folder is not available for class folders (the folder is the class)")
-        if not config.class_names and config.limits.label_map is None:     # a label map names the classes
-            names = folders.class_folder_names(root)
-            if len(names) != config.num_classes:
-                raise CorpusOptionsError(
-                    f"found {len(names)} class folders in {root} but --num_classes is {config.num_classes}; "
-                    "give --class_names to choose the classes")
-            config = dataclasses.replace(config, class_names=tuple(names))
+        if config.limits.label_map is None:         # a label map names the classes, and groups the folders
+            config = _class_folder_classes(config, root)
     return config, spec
+
+
+def _class_folder_classes(config: CorpusConfig, root: str) -> CorpusConfig:
+    """The classes are the class folders: counted when --num_classes is not given, checked when it is."""
+    given = config.num_classes or None              # 0: no --num_classes (to_config)
+    try:
+        names = class_folder_classes(folders.class_folder_names(root), root, given, config.class_names)
+    except ValueError as error:
+        raise CorpusOptionsError(str(error)) from None
+    check_classes(len(names), config.limits.ignore_label, names)
+    return dataclasses.replace(config, class_names=names,
+                               limits=dataclasses.replace(config.limits, num_classes=len(names)))
 
 
 def resolve_inputs(config: CorpusConfig) -> Tuple[CorpusConfig, SplitSpec]:

@@ -36,6 +36,7 @@ from beam_pipeline.core.plan import (REQUESTS_PER_OPEN, UPLOAD_CHUNK_BYTES, Pair
                                      shards_line)
 from beam_pipeline.core.records import REJECTED, VALID, Outcome, pack, unpack
 from beam_pipeline.core.selection import SplitSpec
+from beam_pipeline.core.tasks import units
 from beam_pipeline.launcher.config import CorpusConfig
 from beam_pipeline.launcher.summary import mask_values_lines
 from beam_pipeline.stages import pairs
@@ -114,6 +115,7 @@ def make_plan(config: CorpusConfig, split_spec: SplitSpec, sample_size: int, wor
                     sample_worker_rss_bytes=worker_rss)
     plan["requests"] = _requests(config, plan)
     plan.update(_masks_and_warnings(config, samples))
+    plan["unit"] = units(config.task)
     plan["planning_seconds"] = time.monotonic() - started
     return plan
 
@@ -147,11 +149,12 @@ def _requests(config: CorpusConfig, plan: dict) -> dict:
 
 
 def render_plan(plan: dict) -> str:
-    lines = [f"Plan (dry run, nothing written): measured {plan['sample_pairs']:,} sampled pairs, "
+    unit = plan.get("unit", "pairs")            # images (classification) or pairs (segmentation)
+    lines = [f"Plan (dry run, nothing written): measured {plan['sample_pairs']:,} sampled {unit}, "
              f"took {plan['planning_seconds']:.1f} s",
              f"  discovered inputs        {plan['discovered']:,} (exact)",
-             f"  selected pairs           {plan['selected']:,} (exact), {human_bytes(plan['input_bytes'])} to read",
-             f"  written (estimate)       {plan['written']:,} pairs, {human_bytes(plan['output_bytes'])} of shards"]
+             f"  {'selected ' + unit:<24} {plan['selected']:,} (exact), {human_bytes(plan['input_bytes'])} to read",
+             f"  written (estimate)       {plan['written']:,} {unit}, {human_bytes(plan['output_bytes'])} of shards"]
     for reason, count in plan["rejected"].items():
         lines.append(f"  {'rejected ' + reason:<24} ~{count:,}")
     if plan["train_growth"] != 1.0:
@@ -160,7 +163,7 @@ def render_plan(plan: dict) -> str:
         lines.append(f"  {split:<24} ~{entry['records']:,} records: {shards_line(entry)}")
     lines += [f"  shuffle                  ~{human_bytes(plan['shuffle_bytes'])} of metadata",
               f"  worker memory per core   ~{human_bytes(plan['worker_memory_per_core_bytes'])}",
-              f"  CPU per pair             {plan['cpu_seconds_per_pair'] * 1000:.1f} ms",
+              f"  {'CPU per ' + unit[:-1]:<24} {plan['cpu_seconds_per_pair'] * 1000:.1f} ms",
               f"  compute                  ~{plan['vcpu_hours']:.2f} vCPU-hours "
               f"(about {plan['vcpu_hours'] * 3600 / max(os.cpu_count() or 1, 1):,.0f} s on this machine's "
               f"{os.cpu_count()} cores)"]

@@ -8,6 +8,7 @@ rarest; every class is in report.html and manifest.json.
 
 from typing import List
 
+from beam_pipeline.core.tasks import units
 from beam_pipeline.report.data import class_presence
 
 MAX_CLASS_ROWS = 12         # the rarest classes shown when there are more
@@ -43,12 +44,13 @@ def render_summary(manifest: dict, output: str) -> str:
     for title, table in (("rejected", counts["rejected"]), ("filtered out", counts["filtered_out"])):
         if table["by_reason"]:
             lines += _wrapped(f"  {title}: ", _reasons(table))
-    lineage = lineage_line(manifest.get("lineage"))
+    lineage = lineage_line(manifest.get("lineage"), units(manifest.get("task", "")))
     if lineage:
         lines.append(lineage)
     splits = [f"{split} {entry['num_examples']} in {len(entry['shards'])} ({entry['num_bytes'] / 1e6:.1f} MB)"
               for split, entry in sorted(manifest["splits"].items())]
-    lines += _wrapped("splits (records in shards): ", ", ".join(splits) or "none: no pair was written")
+    nothing = f"none: no {units(manifest.get('task', ''))[:-1]} was written"
+    lines += _wrapped("splits (records in shards): ", ", ".join(splits) or nothing)
     stats = manifest.get("statistics")
     if stats:
         mean = " ".join(f"{v:.1f}" for v in stats["image_mean"])
@@ -87,12 +89,13 @@ def mask_values_lines(manifest: dict, rest: str = "in report.html and manifest.j
     return lines
 
 
-def lineage_line(lineage) -> str:
-    """``validation: 12 pairs validated, 228 from the verdict cache (3 after hashing); built on <run id>``."""
+def lineage_line(lineage, unit: str = "pairs") -> str:
+    """``validation: 12 pairs validated, 228 from the verdict cache (3 after hashing); built on <run id>``
+    (``unit``: core/tasks.py's units)."""
     if not lineage:
         return ""
     reused = lineage["from_cache"] + lineage["rehashed"]
-    text = f"validation: {lineage['validated']} pairs validated"
+    text = f"validation: {lineage['validated']} {unit} validated"
     if lineage.get("cache") is None:
         text += " (no verdict cache: --no_cache)"
     else:

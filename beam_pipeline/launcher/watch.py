@@ -20,6 +20,7 @@ from typing import Dict, Optional
 from beam_pipeline import console
 from beam_pipeline.core import progress as figures
 from beam_pipeline.core.progress import MEASURED, PhaseClock, Progress, RunnerPlace
+from beam_pipeline.core.tasks import units
 from beam_pipeline.stages.counters import ENV, read_totals
 
 _LOG = logging.getLogger("beam_pipeline.progress")       # the lines are "progress" in a log (docs/running.md)
@@ -44,17 +45,18 @@ def job_counts(result) -> Optional[Dict[str, int]]:
 class LinesDisplay:
     """Plain progress lines, for a log: one every ``interval`` seconds, and one as each phase ends."""
 
-    def __init__(self, interval: float):
+    def __init__(self, interval: float, unit: str = "pairs"):
         self.interval = interval
+        self.unit = unit
         self._last = float("-inf")
 
     def show(self, now: float, progress: Progress, rate, eta, phase_changed: bool) -> None:
         if phase_changed or now - self._last >= self.interval:
             self._last = now
-            _LOG.info("%s", figures.progress_line(progress.phase, progress, rate, eta))
+            _LOG.info("%s", figures.progress_line(progress.phase, progress, rate, eta, unit=self.unit))
 
     def close(self, phase: str, progress: Progress, seconds: Optional[float]) -> None:
-        _LOG.info("%s", figures.phase_summary(phase, progress, seconds))
+        _LOG.info("%s", figures.phase_summary(phase, progress, seconds, unit=self.unit))
 
     def stop(self) -> None:
         pass
@@ -63,23 +65,26 @@ class LinesDisplay:
 class BarDisplay:
     """A live bar on a terminal (rich): one per measured phase, a pulse for the others; log lines print above."""
 
-    def __init__(self):
+    def __init__(self, unit: str = "pairs"):
         from rich.console import Console
         from rich.progress import BarColumn, Progress as RichProgress, TextColumn
         self._bar = RichProgress(TextColumn("{task.description:<10}"), BarColumn(bar_width=24),
                                  TextColumn("{task.fields[figures]}"), console=Console(file=sys.stderr),
                                  refresh_per_second=4, redirect_stderr=True, redirect_stdout=False)
         self._tasks: Dict[str, int] = {}
+        self._unit = unit
         self._bar.start()
 
     def show(self, now: float, progress: Progress, rate, eta, phase_changed: bool) -> None:
         phase = progress.phase
         if phase_changed:
             self._drop_unmeasured(keep=phase)
-        self._update(phase, progress, figures.progress_line(phase, progress, rate, eta, share=False))
+        line = figures.progress_line(phase, progress, rate, eta, share=False, unit=self._unit)
+        self._update(phase, progress, line)
 
     def close(self, phase: str, progress: Progress, seconds: Optional[float]) -> None:
-        self._update(phase, progress, figures.phase_summary(phase, progress, seconds, share=False))
+        line = figures.phase_summary(phase, progress, seconds, share=False, unit=self._unit)
+        self._update(phase, progress, line)
 
     def _update(self, phase: str, progress: Progress, line: str) -> None:
         done, total = progress.figures(phase)
@@ -171,11 +176,12 @@ class Monitor:
 def _display(options):
     from beam_pipeline.launcher.options import CorpusOptions
     mode = console.progress_display()
+    corpus = options.view_as(CorpusOptions)
     if mode == "off":
         return None
     if mode == "bar":
-        return BarDisplay()
-    return LinesDisplay(max(MIN_INTERVAL, options.view_as(CorpusOptions).progress_every))
+        return BarDisplay(units(corpus.task))
+    return LinesDisplay(max(MIN_INTERVAL, corpus.progress_every), units(corpus.task))
 
 
 def _runs_here(pipeline) -> bool:
@@ -221,9 +227,10 @@ def run_and_watch(pipeline, options):
         if monitor is not None:
             monitor.finish(counts)
         elif counts and not _runs_here(pipeline):
+            from beam_pipeline.launcher.options import CorpusOptions
             final = figures.progress_of(counts)
             for phase in MEASURED:
-                _LOG.info("%s", figures.progress_line(phase, final))
+                _LOG.info("%s", figures.progress_line(phase, final, unit=units(options.view_as(CorpusOptions).task)))
     finally:
         if folder is not None:
             _restore(previous)

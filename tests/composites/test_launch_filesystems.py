@@ -99,11 +99,14 @@ def test_class_folders_on_a_prefix_only_store_resolve(tmp_path):
         (tmp_path / "images" / name).mkdir(parents=True)
         (tmp_path / "images" / name / "a.jpg").write_bytes(b"x")
     launched = launch.resolve(["--input", f"prefixonly://{tmp_path / 'images'}", "--output", str(tmp_path / "out"),
-                               "--task", "classification", "--num_classes", "2"])
+                               "--task", "classification"])
     assert launched.config.class_names == ("apple", "pear")
+    assert launched.config.num_classes == 2                 # counted: no --num_classes
 
 
 def test_filesystems_get_the_options_before_the_launcher_touches_files(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "1.jpg").write_bytes(b"x")
     launch.resolve(["--input", str(tmp_path), "--output", str(tmp_path / "out"), "--task", "classification",
                     "--num_classes", "1", "--class_names", "a", "--s3_endpoint_url", ENDPOINT])
     assert FileSystems.get_filesystem("optionsprobe://x").options.view_as(S3Options).s3_endpoint_url == ENDPOINT

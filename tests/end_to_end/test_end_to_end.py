@@ -7,6 +7,7 @@ Expected counts and reasons are fixed here from the sample corpus's design
 import hashlib
 import io
 import json
+import re
 import subprocess
 import sys
 
@@ -227,15 +228,37 @@ def test_filter_sampling_and_max_examples(corpus_dir, tmp_path):
       "--temp_location", "gs://b/tmp"], "cannot reach the local path(s) --input="),
     (["--input", "IN", "--output", "OUT", "--num_classes", "8", "--runner", "FlinkRunner",
       "--flink_master", "flink.example.com:8081", "--temp_location", "/tmp/t"], "--temp_location=/tmp/t"),
+    (["--input", "IN", "--output", "OUT"], "--num_classes is required (it is optional only for one folder per "
+                                           "class, where the folders are counted)"),
+    # The sample corpus's 8 class folders count themselves; a --num_classes or --class_names that differs stops.
+    (["--input", "FOLDERS", "--output", "OUT", "--task", "classification", "--num_classes", "7"],
+     "has 8 class folders (apple_pie, caesar_salad, chocolate_cake, french_fries, guacamole, pizza, ramen, sushi); "
+     "leave --num_classes out to use the number of class folders"),
+    (["--input", "FOLDERS", "--output", "OUT", "--task", "classification", "--class_names", "pizza,sushi"],
+     "--class_names lists 2 names but "),
 ])
 def test_bad_options_give_one_clear_line(corpus_dir, tmp_path, args, message):
     args = [str(corpus_dir / "segmentation" / "manifest.csv") if a == "IN" else
+            str(corpus_dir / "classification" / "images") if a == "FOLDERS" else
             str(tmp_path / "o") if a == "OUT" else a for a in args]
     completed = run_cli(*args, check=False)
     assert completed.returncode == 2
     assert message in completed.stderr
     assert "Traceback" not in completed.stderr
     assert len(completed.stderr.strip().splitlines()) == 1
+
+
+def test_class_folders_count_themselves_and_the_console_counts_images(classification_run):
+    """The Food-101 layout without --num_classes (conftest.classification_run): 8 class folders, 403 images."""
+    out, completed = classification_run
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["num_classes"] == 8
+    assert manifest["class_names"] == ["apple_pie", "caesar_salad", "chocolate_cake", "french_fries", "guacamole",
+                                       "pizza", "ramen", "sushi"]
+    assert "validation: 403 images validated, 0 from the verdict cache" in completed.stdout
+    assert "pairs" not in completed.stdout + completed.stderr
+    assert re.search(r"validating +403/403 images", completed.stderr)
+    assert re.search(r"writing +401/401 images", completed.stderr)
 
 
 def test_help_explains_every_option():

@@ -62,6 +62,17 @@ def test_plan_on_the_sample_corpus_writes_nothing(corpus_dir, tmp_path):
     assert "and 1 per validated file for its version (the verdict cache; a first run)" in text
 
 
+def test_plan_of_class_folders_counts_images_without_num_classes(corpus_dir, tmp_path):
+    completed = run_cli("--input", corpus_dir / "classification" / "images", "--output", tmp_path / "never",
+                        "--task", "classification", "--plan", "--plan_sample", 20)
+    text = completed.stdout
+    assert "measured 20 sampled images" in text
+    assert "selected images          403 (exact)" in text      # 8 class folders, 403 files
+    assert re.search(r"written \(estimate\) +\d+ images", text)
+    assert "CPU per image " in text
+    assert "pair" not in text
+
+
 def test_object_store_requests_by_hand():
     requests = object_store_requests(files_per_pair=2, validated_pairs=1000, written_records=1100,
                                      listed_objects=2500, shard_sizes=[128 * MiB, 20 * MiB, 1_000_000],

@@ -60,8 +60,7 @@ def classification_out(corpus_dir, tmp_path_factory):
     """The sample corpus's classification folders through the pipeline."""
     if "classification_out" not in _CACHE:
         out = tmp_path_factory.mktemp("cls_out")
-        run_cli("--input", corpus_dir / "classification" / "images", "--output", out, "--task", "classification",
-                "--num_classes", 8)
+        run_cli("--input", corpus_dir / "classification" / "images", "--output", out, "--task", "classification")
         _CACHE["classification_out"] = out
     return _CACHE["classification_out"]
 

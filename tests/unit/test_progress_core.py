@@ -5,6 +5,7 @@ import pytest
 from beam_pipeline.core.progress import (ANALYSING, FINISHING, LISTING, STARTING, VALIDATING, WRITING, PhaseClock,
                                          Progress, RunnerPlace, duration, progress_line, progress_of, watch_hint,
                                          watch_url)
+from beam_pipeline.core.tasks import units
 
 
 def counts(**named):
@@ -73,6 +74,10 @@ def test_lines():
     assert progress_line(VALIDATING, progress, share=False) == "validating  1,234/5,000 pairs  rejected 12"
     done = Progress(FINISHING, 5000, 5000, 4900, 4900, 12)
     assert progress_line(WRITING, done, 40.0, 0.0) == "writing     4,900/4,900 pairs  100.0%  40.0 pairs/s  rejected 12"
+    # classification counts images (core/tasks.py)
+    assert progress_line(WRITING, done, 40.0, 0.0, unit=units("classification")) == \
+        "writing     4,900/4,900 images  100.0%  40.0 images/s  rejected 12"
+    assert units("segmentation") == "pairs"
 
 
 def test_dataflow_hint_names_the_console_page_and_the_counters():
