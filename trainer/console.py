@@ -39,10 +39,10 @@ QUIET_ENVIRONMENT = {
     "GRPC_VERBOSITY": "ERROR",         # gRPC's C core (multi-worker and TPU strategies talk gRPC)
 }
 
-_LOG_LEVEL_HELP = ("How much to print. info (default): the trainer's own lines, Keras's line per epoch, warnings, "
-                   "errors and the summary; TensorFlow's, absl's and gRPC's start-up notices and deprecation "
-                   "warnings are kept out. debug: everything, third-party lines included. warning: warnings and "
-                   "errors only. error: errors only.")
+_LOG_LEVEL_HELP = ("How much to print. info (default): the command's own lines (and Keras's line per epoch when "
+                   "training), warnings, errors and the summary; TensorFlow's, absl's and gRPC's start-up notices "
+                   "and deprecation warnings are kept out. debug: everything, third-party lines included. warning: "
+                   "warnings and errors only. error: errors only.")
 
 
 def add_log_level_arguments(parser) -> None:

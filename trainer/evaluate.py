@@ -21,14 +21,13 @@ import argparse
 import dataclasses
 import json
 import logging
-import os
 import sys
 import time
 from typing import Dict, List, Optional
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import numpy as np
 
-import numpy as np  # noqa: E402
+from trainer import console
 
 _LOG = logging.getLogger("trainer.evaluate")
 SOURCE_ID = "image/source_id"
@@ -44,6 +43,7 @@ class EvaluateConfig:
     batch_size: int = 8                  # Images per request to the model.
     max_examples: Optional[int] = None   # Stop after this many images (a quick look).
     progress_seconds: float = 10.0       # Seconds between progress lines.
+    log_level: str = "info"              # debug | info | warning | error (trainer/console.py)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -60,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--batch_size", type=int, default=8, help="Images sent to the model per call (default 8).")
     add("--max_examples", type=int, default=None, help="Evaluate only the first N images of the split.")
     add("--progress_seconds", type=float, default=10.0, help="Seconds between progress lines (default 10).")
+    console.add_log_level_arguments(parser)
     return parser
 
 
@@ -230,8 +231,8 @@ def evaluate(config: EvaluateConfig) -> dict:
         if now - last >= config.progress_seconds:
             last = now
             done = tally.examples + len(tally.failed)
-            print(f"evaluated {done}/{total} images of {config.split} ({done / (now - started):.2f} images/s)",
-                  file=sys.stderr, flush=True)
+            _LOG.info("evaluated %d/%d images of %s (%.2f images/s)", done, total, config.split,
+                      done / (now - started))
     seconds = time.monotonic() - started
     if artifacts.task == "segmentation":
         report = segmentation_report(tally.confusion, artifacts.class_names)
@@ -249,7 +250,7 @@ def evaluate(config: EvaluateConfig) -> dict:
 
 def main(argv=None) -> int:
     config = parse_config(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    console.configure(config.log_level)         # before TensorFlow is imported
     from trainer.artifacts import ArtifactError
     from trainer.metrics import format_classification_table, format_segmentation_table
     try:

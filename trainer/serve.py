@@ -18,23 +18,30 @@ As with TensorFlow Serving, the whole request is one batch: a segmentation
 ``class_map`` is padded to the largest image of the request with -1, and each
 prediction carries its image's ``height`` and ``width``. A request that the
 model refuses (bytes that are not a JPEG or PNG image, an image over its pixel
-limit, a malformed body) gets HTTP 400 with ``{"error": "..."}``; the server
-goes on serving.
+limit, a malformed body, more than ``--max_batch`` images) gets HTTP 400 with
+``{"error": "..."}``; the server goes on serving.
+
+The HTTP server under it (trainer/rest_server.py) is bounded as TensorFlow
+Serving's REST server is, so that hostile or broken clients cannot hold it:
+worker threads (``--max_concurrent``), waiting requests (``--max_queue``, then
+503), connections (``--max_connections``), request bytes (``--max_request_bytes``,
+413 before the body is read) and time (``--request_timeout``).
 """
 
 import argparse
 import base64
 import binascii
-import http.server
 import json
 import logging
-import os
 import re
+import signal
 import sys
 import time
 from typing import List, Optional, Tuple
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from trainer import console
+from trainer.http_messages import Request, Response
+from trainer.rest_server import Limits, Server
 
 _LOG = logging.getLogger("trainer.serve")
 INPUT_NAME = "image_bytes"
@@ -85,16 +92,16 @@ def format_predict_response(outputs: dict, rows: bool) -> dict:
                             for index in range(count)]}
 
 
-class ModelServer(http.server.ThreadingHTTPServer):
-    daemon_threads = True
+class ModelService:
+    """The REST API of one SavedModel: ``handle(Request) -> Response``, called on trainer/rest_server.py's
+    worker threads (several at once: a loaded signature may be called from several threads)."""
 
-    def __init__(self, address, model_dir: str, model_name: str, max_batch: int):
+    def __init__(self, model_dir: str, model_name: str, max_batch: int):
         import tensorflow as tf
         self.loaded = tf.saved_model.load(model_dir)
         self.signature = self.loaded.signatures["serving_default"]
         self.model_name = model_name
         self.max_batch = max_batch
-        super().__init__(address, RequestHandler)
 
     def predict(self, images: List[bytes]) -> dict:
         import tensorflow as tf
@@ -117,85 +124,106 @@ class ModelServer(http.server.ThreadingHTTPServer):
                     "inputs": {name: describe(spec) for name, spec in inputs.items()},
                     "outputs": {name: describe(spec) for name, spec in outputs.items()}}}}}
 
-
-class RequestHandler(http.server.BaseHTTPRequestHandler):
-    server: ModelServer
-    protocol_version = "HTTP/1.1"
-
-    def _send(self, status: int, payload: dict) -> None:
-        body = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def _model_path(self) -> Optional[str]:
-        match = re.fullmatch(r"/v1/models/([^/:]+)(?:/versions/\d+)?(/metadata|:predict)?", self.path)
-        if not match or match.group(1) != self.server.model_name:
+    def _route(self, path: str) -> Optional[str]:
+        match = re.fullmatch(r"/v1/models/([^/:]+)(?:/versions/\d+)?(/metadata|:predict)?", path)
+        if not match or match.group(1) != self.model_name:
             return None
         return match.group(2) or ""
 
-    def do_GET(self):  # noqa: N802 (http.server's name)
-        route = self._model_path()
-        if route == "":
-            self._send(200, {"model_version_status": [{"version": "1", "state": "AVAILABLE",
-                                                       "status": {"error_code": "OK", "error_message": ""}}]})
-        elif route == "/metadata":
-            self._send(200, self.server.metadata())
-        else:
-            self._send(404, {"error": f"no such resource: {self.path} (the model is {self.server.model_name!r})"})
+    def handle(self, request: Request) -> Response:
+        route = self._route(request.path)
+        if request.method == "GET" and route == "":
+            return _json(200, {"model_version_status": [{"version": "1", "state": "AVAILABLE",
+                                                         "status": {"error_code": "OK", "error_message": ""}}]})
+        if request.method == "GET" and route == "/metadata":
+            return _json(200, self.metadata())
+        if request.method == "POST" and route == ":predict":
+            return self._predict(request)
+        if route is not None:
+            return _json(405, {"error": f"{request.method} {request.path}: GET the model or its /metadata, "
+                                        f"POST :predict"})
+        return _json(404, {"error": f"no such resource: {request.path} (the model is {self.model_name!r})"})
 
-    def do_POST(self):  # noqa: N802
-        if self._model_path() != ":predict":
-            self._send(404, {"error": f"POST /v1/models/{self.server.model_name}:predict, not {self.path}"})
-            return
+    def _predict(self, request: Request) -> Response:
         started = time.monotonic()
         try:
-            length = int(self.headers.get("Content-Length", "0"))
-            images, rows = parse_predict_request(self.rfile.read(length), self.server.max_batch)
-            response = format_predict_response(self.server.predict(images), rows)
+            images, rows = parse_predict_request(request.body, self.max_batch)
+            response = format_predict_response(self.predict(images), rows)
         except RequestError as error:
-            _LOG.info("400 for %d bytes of request: %s", length, error)
-            self._send(400, {"error": str(error)})
-            return
-        _LOG.info("predicted %d image(s) in %.3f s", len(images), time.monotonic() - started)
-        self._send(200, response)
+            _LOG.info("400 for %s (%d bytes of request): %s", request.client, len(request.body), error)
+            return _json(400, {"error": str(error)})
+        _LOG.info("predicted %d image(s) for %s in %.3f s", len(images), request.client, time.monotonic() - started)
+        return _json(200, response)
 
-    def log_message(self, format, *args):  # noqa: A002 (http.server's signature)
-        _LOG.debug("%s " + format, self.address_string(), *args)
+
+def _json(status: int, payload: dict) -> Response:
+    return Response(status, json.dumps(payload).encode())
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m trainer.serve",
         description="Serve an exported model (python -m trainer's JOB_DIR/export) over HTTP with TensorFlow "
-                    "Serving's REST predict API, for trying it out where TensorFlow Serving is not installed.")
+                    "Serving's REST predict API, for trying it out where TensorFlow Serving is not installed. "
+                    "It is bounded as TensorFlow Serving's REST server is: in threads, waiting requests, "
+                    "connections, request bytes and time (docs/training.md, Serving).")
     add = parser.add_argument
     add("--model", required=True, help="The exported SavedModel folder.")
     add("--model_name", default="model", help="NAME in /v1/models/NAME:predict (default model).")
     add("--host", default="127.0.0.1", help="Address to listen on (default 127.0.0.1; 0.0.0.0 for every interface).")
     add("--port", type=int, default=8501, help="Port (default 8501, TensorFlow Serving's REST port).")
-    add("--max_batch", type=int, default=64, help="Most images accepted in one request (default 64).")
+    add("--max_batch", type=int, default=64, help="Most images accepted in one request (default 64); more get 400.")
+    add("--max_request_bytes", type=int, default=Limits.max_request_bytes,
+        help=f"Largest request body, in bytes (default {Limits.max_request_bytes:,}, 64 MiB). A request that "
+             "declares more gets HTTP 413 before any of its body is read.")
+    add("--request_timeout", type=float, default=Limits.request_timeout,
+        help=f"Seconds a client has to send a whole request, headers and body, and again to take its response "
+             f"(default {Limits.request_timeout:g}, TensorFlow Serving's --rest_api_timeout_in_ms). A slower "
+             "client is dropped (408 when part of a request had come); an idle kept-alive connection is closed.")
+    add("--max_concurrent", type=int, default=Limits.max_concurrent,
+        help=f"Requests answered at once, by as many worker threads (default: the number of CPUs, here "
+             f"{Limits.max_concurrent}).")
+    add("--max_queue", type=int, default=Limits.max_queue,
+        help=f"Requests that may wait for a worker (default {Limits.max_queue}). A request that finds the workers "
+             "busy and the queue full gets HTTP 503 with Retry-After. The request bodies held in memory are at "
+             "most (max_concurrent + max_queue) x max_request_bytes.")
+    add("--max_connections", type=int, default=Limits.max_connections,
+        help=f"Open connections (default {Limits.max_connections}); one more is answered 503 and closed. Reading "
+             "and writing the sockets takes no thread, so slow clients hold connections, not workers.")
+    console.add_log_level_arguments(parser)
     return parser
 
 
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if min(args.max_batch, args.max_request_bytes, args.max_concurrent, args.max_connections) < 1 or \
+            args.max_queue < 0 or args.request_timeout <= 0:
+        parser.error("--max_batch, --max_request_bytes, --max_concurrent and --max_connections must be >= 1, "
+                     "--max_queue >= 0 and --request_timeout > 0")
+    return args
+
+
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    args = parse_args(argv)
+    console.configure(args.log_level)           # before TensorFlow is imported
+    limits = Limits(max_request_bytes=args.max_request_bytes, request_timeout=args.request_timeout,
+                    max_concurrent=args.max_concurrent, max_queue=args.max_queue,
+                    max_connections=args.max_connections)
     try:
-        server = ModelServer((args.host, args.port), args.model, args.model_name, args.max_batch)
+        service = ModelService(args.model, args.model_name, args.max_batch)
+        server = Server((args.host, args.port), service.handle, limits)
     except OSError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    _LOG.info("serving %s as %r on http://%s:%d/v1/models/%s:predict", args.model, args.model_name, args.host,
-              server.server_address[1], args.model_name)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: server.shutdown())
+    _LOG.info("serving %s as %r on http://%s:%d/v1/models/%s:predict (%d workers, %d queued, %d connections, "
+              "%s bytes a request, %g s timeout)", args.model, args.model_name, args.host, server.server_address[1],
+              args.model_name, limits.max_concurrent, limits.max_queue, limits.max_connections,
+              f"{limits.max_request_bytes:,}", limits.request_timeout)
+    server.serve_forever()
+    _LOG.info("stopped")
     return 0
 
 
