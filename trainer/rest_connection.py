@@ -56,9 +56,9 @@ class Connection:
         if self.head is not None:
             return True
         end = self.inbox.find(b"\r\n\r\n")
+        if (end if end >= 0 else len(self.inbox)) > MAX_HEADER_BYTES:
+            raise HTTPError(431, f"the request's headers are over {MAX_HEADER_BYTES:,} bytes")
         if end < 0:
-            if len(self.inbox) > MAX_HEADER_BYTES:
-                raise HTTPError(431, f"the request's headers are over {MAX_HEADER_BYTES:,} bytes")
             return False
         head = parse_head(bytes(self.inbox[:end]))
         length = body_length(head[0], head[3], max_request_bytes)

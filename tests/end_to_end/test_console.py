@@ -1,7 +1,8 @@
 """Quiet by default: every command line prints only the project's lines; -v brings third-party output back.
 
 The CLIs run for real, as a user runs them (the pipeline on the seeded sample corpus with its SDK
-worker processes, the trainer for one tiny epoch, the report). Their stdout and stderr are searched
+worker processes, the trainer for one tiny epoch, the report, trainer.evaluate and trainer.serve on the
+export the serving tests share). Their stdout and stderr are searched
 for the start-up noise a user saw before (issue 12), with patterns written out here, not taken from
 the code under test; the same commands with -v or --log_level debug must show that noise, so the
 quiet checks can fail.
@@ -14,7 +15,8 @@ import sys
 
 import pytest
 
-from conftest import ROOT, run_cli
+from conftest import ROOT, free_port, run_cli, stop_process_group, wait_for_port
+from trainer_jobs import segmentation_job
 
 # What third-party libraries print at start-up, as a user saw it before this was fixed.
 NOISE = {
@@ -122,8 +124,59 @@ def test_trainer_quiet_and_verbose(segmentation_run, tmp_path):
         assert name in found, (name, found)
 
 
-def test_trainer_help_lists_log_level():
-    completed = subprocess.run([sys.executable, "-m", "trainer", "--help"], cwd=ROOT, capture_output=True,
+def test_evaluate_quiet_and_verbose(segmentation_run, tmp_path_factory):
+    out, _ = segmentation_run
+    result, _, _ = segmentation_job(out, tmp_path_factory)
+    args = ("--model", result["export"], "--data", out, "--max_examples", 2, "--progress_seconds", 0)
+    quiet = run_module("trainer.evaluate", *args)
+    assert noise_in(output(quiet)) == [], output(quiet)[-5000:]
+    assert quiet.stdout.strip().splitlines()[-1].startswith("evaluated 2 images of test in ")
+    assert re.search(r"INFO trainer\.evaluate: evaluated 2/2 images of test", quiet.stderr)
+    third_party = [line for line in quiet.stderr.splitlines()
+                   if line.strip() and not re.match(r"\S+ \S+ (INFO|WARNING|ERROR) trainer[.:]", line)]
+    assert third_party == []
+    verbose = run_module("trainer.evaluate", *args, "-v")
+    found = noise_in(output(verbose))
+    for name in ("absl preamble", "oneDNN notice", "grpcio PQC notice"):
+        assert name in found, (name, found)
+
+
+def _serve_briefly(export, *args):
+    """``python -m trainer.serve`` until it answers one status request, then SIGTERM: its whole output."""
+    import signal
+    import urllib.request
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "trainer.serve", "--model", export, "--port", str(port),
+                               *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              start_new_session=True)
+    try:
+        wait_for_port(port, server, timeout=180)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models/model", timeout=60) as response:
+            assert response.status == 200
+        server.send_signal(signal.SIGTERM)
+        stdout, stderr = server.communicate(timeout=60)
+    finally:
+        stop_process_group(server)
+    assert server.returncode == 0, stderr[-3000:]
+    return stdout + stderr
+
+
+def test_serve_quiet_and_verbose(segmentation_run, tmp_path_factory):
+    out, _ = segmentation_run
+    result, _, _ = segmentation_job(out, tmp_path_factory)
+    quiet = _serve_briefly(result["export"])
+    assert noise_in(quiet) == [], quiet[-5000:]
+    lines = quiet.strip().splitlines()
+    assert [re.sub(r"^\S+ \S+ ", "", line).split(":")[0] for line in lines] == ["INFO trainer.serve"] * 2, lines
+    assert "serving " in lines[0] and lines[1].endswith("stopped")
+    found = noise_in(_serve_briefly(result["export"], "-v"))
+    for name in ("absl preamble", "oneDNN notice", "grpcio PQC notice"):
+        assert name in found, (name, found)
+
+
+@pytest.mark.parametrize("module", ["trainer", "trainer.evaluate", "trainer.serve"])
+def test_trainer_help_lists_log_level(module):
+    completed = subprocess.run([sys.executable, "-m", module, "--help"], cwd=ROOT, capture_output=True,
                                text=True, timeout=120)
     assert "--log_level {debug,info,warning,error}" in completed.stdout
     assert "-v, --verbose" in completed.stdout
