@@ -10,13 +10,19 @@ OUT := build/out
 
 .PHONY: install run test test-fast test-deps bench bench-input clean flink-jar
 
+# The set-up prints its steps and any error, not the build backend's notices: setuptools' editable install
+# warns (BuildBackendWarning) that a folder named like a package in the working directory would take
+# precedence on import, which is what an editable install of this checkout means.
 $(VENV)/.installed: requirements.txt requirements-tests-nodeps.txt setup.py
-	test -x $(PY) || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements.txt
-	$(PY) -m pip install --quiet --no-deps -r requirements-tests-nodeps.txt
-	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
-	touch $@
+	@test -x $(PY) || { echo "set-up: creating $(VENV)"; $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV); }
+	@echo "set-up: installing requirements.txt and requirements-tests-nodeps.txt into $(VENV)"
+	@$(PY) -m pip install --quiet --upgrade pip
+	@$(PY) -m pip install --quiet -r requirements.txt
+	@$(PY) -m pip install --quiet --no-deps -r requirements-tests-nodeps.txt
+	@echo "set-up: installing this checkout (editable)"
+	@PYTHONWARNINGS=ignore:::setuptools.command.editable_wheel \
+		$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
+	@touch $@
 
 install: $(VENV)/.installed
 
