@@ -50,17 +50,14 @@ class CorpusOptions(PipelineOptions):
             help="segmentation: image + per-pixel mask; classification: image + class label.")
         group.add_argument(
             "--num_classes", type=int, default=None,
-            help="Number of classes (at most 255): mask class ids and label ids are 0..num_classes-1. A map gives it; "
-                 "for one folder per class the default is the number of class folders (a different number stops "
-                 "the run).")
+            help="Classes, at most 255 (class ids 0..num_classes-1). A map gives it; class folders count themselves.")
         group.add_argument(
             "--ignore_label", type=int, default=255,
             help="Mask value that marks pixels to ignore (0..255), or -1 for none. Default 255.")
         group.add_argument(
             "--class_names", default=None,
             help="Comma-separated class names, in id order. Classification labels may use these names. "
-                 "For one-folder-per-class input the default is the sorted folder names; given, they must be "
-                 "the class folders' names (in the order of their ids).")
+                 "For one folder per class: the folder names, sorted, by default; given, the folders' names.")
         group.add_argument(
             "--input_format", default="auto", choices=("auto", "listing", "manifest", "paired", "class_folders"),
             help="How to read --input. auto: a listing file by file suffix (manifest is another name for "

@@ -228,8 +228,8 @@ def test_filter_sampling_and_max_examples(corpus_dir, tmp_path):
       "--temp_location", "gs://b/tmp"], "cannot reach the local path(s) --input="),
     (["--input", "IN", "--output", "OUT", "--num_classes", "8", "--runner", "FlinkRunner",
       "--flink_master", "flink.example.com:8081", "--temp_location", "/tmp/t"], "--temp_location=/tmp/t"),
-    (["--input", "IN", "--output", "OUT"], "--num_classes is required (it is optional only for one folder per "
-                                           "class, where the folders are counted)"),
+    (["--input", "IN", "--output", "OUT"], "--num_classes is required, except for one folder per class (the "
+                                           "folders are counted) and with a map that names the classes"),
     # The sample corpus's 8 class folders count themselves; a --num_classes or --class_names that differs stops.
     (["--input", "FOLDERS", "--output", "OUT", "--task", "classification", "--num_classes", "7"],
      "has 8 class folders (apple_pie, caesar_salad, chocolate_cake, french_fries, guacamole, pizza, ramen, sushi); "
