@@ -50,6 +50,7 @@ import threading
 import time
 from pathlib import Path
 
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")          # this process calls the model for the expected answers
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import ROOT, ensure_photo_corpus, log, machine_busy_seconds, spread  # noqa: E402
 
