@@ -12,7 +12,7 @@ if [ "$(id -u)" -ne 0 ]; then
     exit 0
 fi
 echo "tools/install_chromium.sh: installing Debian's chromium for the browser test" >&2
-export DEBIAN_FRONTEND=noninteractive
+export DEBIAN_FRONTEND=noninteractive DEBCONF_NOWARNINGS=yes    # no "delaying package configuration" notice
 apt-get update -qq
 apt-get install -y -qq chromium >/dev/null
-chromium --version
+chromium --version 2>/dev/null      # the version; not the launcher script's own complaints (/etc/chromium.d)

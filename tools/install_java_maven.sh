@@ -16,7 +16,7 @@ if [ "$(id -u)" -ne 0 ]; then
     exit 0
 fi
 echo "tools/install_java_maven.sh: installing ${missing[*]} for the Flink tests" >&2
-export DEBIAN_FRONTEND=noninteractive
+export DEBIAN_FRONTEND=noninteractive DEBCONF_NOWARNINGS=yes    # no "delaying package configuration" notice
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 java -version
