@@ -127,11 +127,11 @@ def test_trainer_quiet_and_verbose(segmentation_run, tmp_path):
 def test_evaluate_quiet_and_verbose(segmentation_run, tmp_path_factory):
     out, _ = segmentation_run
     result, _, _ = segmentation_job(out, tmp_path_factory)
-    args = ("--model", result["export"], "--data", out, "--max_examples", 2, "--progress_seconds", 0)
+    args = ("--model", result["export"], "--data", out, "--max_examples", 1, "--progress_seconds", 0)
     quiet = run_module("trainer.evaluate", *args)
     assert noise_in(output(quiet)) == [], output(quiet)[-5000:]
-    assert quiet.stdout.strip().splitlines()[-1].startswith("evaluated 2 images of test in ")
-    assert re.search(r"INFO trainer\.evaluate: evaluated 2/2 images of test", quiet.stderr)
+    assert quiet.stdout.strip().splitlines()[-1].startswith("evaluated 1 images of test in ")
+    assert re.search(r"INFO trainer\.evaluate: evaluated 1/1 images of test", quiet.stderr)
     third_party = [line for line in quiet.stderr.splitlines()
                    if line.strip() and not re.match(r"\S+ \S+ (INFO|WARNING|ERROR) trainer[.:]", line)]
     assert third_party == []
@@ -161,14 +161,11 @@ def _serve_briefly(export, *args):
     return stdout + stderr
 
 
-def test_serve_quiet_and_verbose(segmentation_run, tmp_path_factory):
+def test_serve_verbose(segmentation_run, tmp_path_factory):
+    """Quiet, trainer.serve prints only its own lines: test_trainer_serving_limits.py's last test reads the whole
+    log of a server that met every hostile case. With -v the third-party lines come back."""
     out, _ = segmentation_run
     result, _, _ = segmentation_job(out, tmp_path_factory)
-    quiet = _serve_briefly(result["export"])
-    assert noise_in(quiet) == [], quiet[-5000:]
-    lines = quiet.strip().splitlines()
-    assert [re.sub(r"^\S+ \S+ ", "", line).split(":")[0] for line in lines] == ["INFO trainer.serve"] * 2, lines
-    assert "serving " in lines[0] and lines[1].endswith("stopped")
     found = noise_in(_serve_briefly(result["export"], "-v"))
     for name in ("absl preamble", "oneDNN notice", "grpcio PQC notice"):
         assert name in found, (name, found)

@@ -5,7 +5,9 @@ One real server process, on localhost, serves the segmentation export that the s
 (``trainer_jobs.segmentation_job``) with tight limits, so that every bound is reached by a few sockets: one
 worker and one queued request, 6 connections, a 2 s request timeout, 1 MB requests and 2 images a request.
 Each case checks the answer on the wire, that the server's log says it in one line (never a traceback), and
-that the server goes on answering a good request.
+that the server goes on answering a good request. A client that hangs up while its request waits for the
+worker, or while the worker answers it, depends on how long the model takes: tests/unit/test_rest_server.py
+holds those requests at a gate instead.
 """
 
 import base64
@@ -100,23 +102,26 @@ def client_of(sock: socket.socket) -> str:
 
 
 def read_response(sock: socket.socket):
-    """(status, headers, body) of one response, read to its Content-Length; (None, {}, b"") when the server
-    closed the connection without one."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = sock.recv(65536)
-        if not chunk:
-            return None, {}, b""
-        data += chunk
-    raw_head, _, body = data.partition(b"\r\n\r\n")
-    lines = raw_head.decode("latin-1").split("\r\n")
-    headers = {name.lower(): value.strip() for name, _, value in (line.partition(":") for line in lines[1:])}
-    while len(body) < int(headers.get("content-length", 0)):
-        chunk = sock.recv(65536)
-        if not chunk:
-            break
-        body += chunk
-    return int(lines[0].split()[1]), headers, body
+    """(status, headers, body) of one response: its head read byte by byte, then exactly its Content-Length, so
+    that nothing of a next response is consumed. (None, {}, b"") when the server closed without one."""
+    raw = sock.makefile("rb", buffering=0)
+    try:
+        lines = []
+        while not lines or lines[-1]:
+            line = raw.readline()
+            if not line:
+                return None, {}, b""
+            lines.append(line.decode("latin-1").rstrip("\r\n"))
+        headers = {name.lower(): value.strip() for name, _, value in (line.partition(":") for line in lines[1:-1])}
+        body = b""
+        while len(body) < int(headers.get("content-length", 0)):
+            chunk = raw.read(int(headers["content-length"]) - len(body))
+            if not chunk:
+                break
+            body += chunk
+        return int(lines[0].split()[1]), headers, body
+    finally:
+        raw.close()                                        # the socket stays open
 
 
 def closed_by_server(sock: socket.socket) -> bool:
@@ -147,7 +152,7 @@ def test_a_body_over_max_request_bytes_gets_413_before_any_of_it_is_read(server)
         sock.sendall(head(300_000_000))                    # the issue's request: 300 MB declared, none sent
         started = time.monotonic()
         status, headers, body = read_response(sock)
-        assert time.monotonic() - started < 1.0            # answered at once, not after a timeout
+        assert time.monotonic() - started < TIMEOUT        # answered at once, not after the request timeout
         assert status == 413 and headers["connection"] == "close"
         assert json.loads(body)["error"] == ("the request body declares 300,000,000 bytes; this server takes at "
                                              "most 1,000,000 (--max_request_bytes)")
@@ -184,7 +189,7 @@ def test_a_client_too_slow_to_send_its_request_is_dropped_after_request_timeout(
         sock.sendall(bytes([byte]))
     elapsed = time.monotonic() - started
     status, _, body = read_response(sock)
-    assert TIMEOUT <= elapsed < TIMEOUT + 1.5, elapsed    # the deadline is for the whole request, not per byte
+    assert TIMEOUT <= elapsed < TIMEOUT + 3, elapsed      # the deadline is for the whole request, not per byte
     assert status == 408 and "did not come whole within 2 s" in json.loads(body)["error"]
     sock.close()
     (line,) = server.log_for(client)
@@ -196,16 +201,16 @@ def test_an_idle_connection_is_closed_after_request_timeout(server):
     with connect(server) as sock:
         started = time.monotonic()
         assert closed_by_server(sock)                      # no request, no answer: closed
-        assert TIMEOUT <= time.monotonic() - started < TIMEOUT + 1.5
+        assert TIMEOUT <= time.monotonic() - started < TIMEOUT + 3
 
 
 def test_requests_beyond_the_workers_and_the_queue_get_503(server):
     """One worker and one queued place: two requests in (their bodies still coming), the third is refused at
     once, and a fourth is taken again once the two have gone."""
     holding = [connect(server) for _ in range(2)]
-    for sock in holding:
-        sock.sendall(head(100))                            # each holds a place while its body is awaited
-    time.sleep(0.3)
+    for sock in holding:                                   # each holds a place while its body is awaited: the
+        sock.sendall(head(100, "Expect: 100-continue\r\n"))   # server says so with its 100 Continue
+        assert sock.recv(100) == b"HTTP/1.1 100 Continue\r\n\r\n"
     with connect(server) as third:
         third.sendall(head(10))
         status, headers, body = read_response(third)
@@ -257,29 +262,6 @@ def hang_up(sock: socket.socket, reset: bool) -> None:
     sock.close()
 
 
-def test_clients_that_hang_up_while_waiting_are_dropped_and_logged_once(server):
-    """The one worker busy on a 1500x1500 image; a second request waits in the queue. Both clients hang up:
-    the waiting request is dropped unanswered, the running one runs to its end and its answer is dropped."""
-    big = io.BytesIO()
-    Image.fromarray(np.full((1500, 1500, 3), 90, np.uint8)).save(big, "PNG")
-    running, waiting = connect(server), connect(server)
-    for sock in (running, waiting):
-        body = predict_body(big.getvalue() if sock is running else small_png())
-        sock.sendall(head(len(body)) + body)
-        time.sleep(0.2)
-    clients = client_of(running), client_of(waiting)
-    hang_up(waiting, reset=True)
-    hang_up(running, reset=False)
-    (line,) = server.log_for(clients[1])
-    assert "its connection failed (ConnectionResetError: Connection reset by peer) before a worker took its " \
-           "request: dropped unanswered" in line
-    (line,) = server.log_for(clients[0])
-    assert "it closed its connection while its request was being answered" in line
-    still_serving(server)
-    assert not any("predicted" in line for line in server.log_for(clients[1], wait=0))
-    assert any("predicted 1 image(s)" in line for line in server.log_for(clients[0], wait=0))
-
-
 # --------------------------------------------------------------------------
 # Bad requests: 400 with the reason, and the server goes on
 # --------------------------------------------------------------------------
@@ -327,7 +309,9 @@ def test_keep_alive_and_pipelined_requests_are_answered_in_order(server):
 
 
 def test_the_log_holds_only_the_servers_own_lines(server):
-    """After every case above (this runs last): one line per event, all the server's own, no traceback, no
-    third-party start-up noise (tests/end_to_end/test_console.py checks -v)."""
+    """After every case above (this runs last): one line per event, all the server's own, from its start-up line
+    on, no traceback, no third-party start-up noise (tests/end_to_end/test_console.py checks -v)."""
     lines = [line for line in list(server.lines) if line.strip()]
     assert lines and all(re.match(r"\S+ \S+ (INFO|WARNING|ERROR) trainer\.serve: ", line) for line in lines), lines
+    assert "serving " in lines[0] and "(1 workers, 1 queued, 6 connections, 1,000,000 bytes a request, 2 s " \
+                                     "timeout)" in lines[0]
