@@ -1,9 +1,10 @@
 """``python -m beam_pipeline.verify OUTPUT_DIR``: check a published dataset against its manifest.json.
 
-Every file the manifest lists (shards, everything under transform/, stats.json, the rejects and
-class-index files, report.html, stats/<split>.tfrecord) must be in the version folder the manifest
-names, with its size and SHA-256; a file in that folder that the manifest does not list is an error
-too. Prints one line per problem and a summary; exits 0 when the dataset is intact, 1 when a file
+Every file the manifest lists (shards, their keys files and class-index parts, everything under
+transform/, stats.json, the rejects, report.html, stats/<split>.tfrecord) must be where the manifest
+names it, with its size and SHA-256: in the version folder it names, or in an earlier run's folder for
+the shards a version keeps (core/versions.py); a file in the version's own folder that the manifest does
+not list is an error too. Prints one line per problem and a summary; exits 0 when the dataset is intact, 1 when a file
 is missing, extra, or differs, and 2 when OUTPUT_DIR holds no published dataset. Reads through
 Beam's FileSystems: OUTPUT_DIR may be local, gs:// or s3://. Beam's own options after OUTPUT_DIR
 configure those filesystems as they do the pipeline (``--s3_endpoint_url``, ``--s3_region_name``,
@@ -73,14 +74,14 @@ class _Progress:
                   file=self._stream or sys.stderr, flush=True)
 
 
-def _digests(data_dir: str, table: dict, names: List[str], workers: int, progress: _Progress) -> dict:
+def _digests(base: str, table: dict, names: List[str], workers: int, progress: _Progress) -> dict:
     """``{relative path: sha256, or the error reading it}`` of ``names``, ``workers`` files at a time."""
     from beam_pipeline.core import paths
     from beam_pipeline.io import files
 
     def one(relative: str):
         try:
-            return files.sha256(paths.join(data_dir, relative))
+            return files.sha256(paths.join(base, relative))
         except Exception as error:  # noqa: BLE001 - any failed read is a problem of that file, reported as one
             return error
         finally:
@@ -109,18 +110,37 @@ def verify(output: str, workers: int = DEFAULT_WORKERS, progress_every: float = 
             "publish the dataset again with the pipeline's --overwrite to make it verifiable"))
     table = manifest["files"]
     data_dir = paths.join(output, manifest["data_dir"])
-    found = files.list_files(data_dir)
+    base, found = _listing(output, manifest, table)
     problems = digests.check_sizes(table, found)
     damaged = {problem.path for problem in problems}
     names = sorted(set(table) - damaged)
     progress = _Progress(len(names), sum(table[name]["bytes"] for name in names), progress_every, stream=stream)
-    read = _digests(data_dir, table, names, workers, progress)
+    read = _digests(base, table, names, workers, progress)
     problems += [digests.Problem(digests.UNREADABLE, name, f"cannot be read: {error}")
                  for name, error in read.items() if isinstance(error, Exception)]
     problems += digests.check_digests({name: table[name] for name in names if isinstance(read[name], str)},
                                       read.__getitem__)
     return Verification(output, data_dir, len(table), digests.total_bytes(table),
                         sorted(problems, key=lambda problem: (problem.path, problem.kind)))
+
+
+def _listing(output: str, manifest: dict, table: dict):
+    """(where the table's paths resolve, ``{path: size}`` of what is there): the version's own folder listed
+    whole (an unlisted file there is an extra), and the earlier runs' folders it keeps shards of, only for
+    the files it names (they hold other versions' files too)."""
+    from beam_pipeline.core import layout, paths
+    from beam_pipeline.io import files
+    own = manifest["data_dir"]
+    if manifest.get("format_version", 1) < layout.OUTPUT_RELATIVE_FORMAT:
+        return paths.join(output, own), files.list_files(paths.join(output, own))
+    found = {layout.in_version(own, relative): size
+             for relative, size in files.list_files(paths.join(output, own)).items()
+             if relative != layout.VERSION_MANIFEST}
+    for folder in sorted({path.rsplit("/", 1)[0] for path in table if not path.startswith(own + "/")}):
+        listed = files.list_files(paths.join(output, folder))
+        found.update({f"{folder}/{relative}": size for relative, size in listed.items()
+                      if f"{folder}/{relative}" in table})
+    return output, found
 
 
 def render(result: Verification) -> str:

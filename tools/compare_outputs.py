@@ -26,7 +26,22 @@ RUN_ENTRIES = ("options", "versions", "rejects", "class_index", "run_id", "data_
 
 
 def manifest_of(out: Path) -> dict:
-    return json.loads((Path(out) / "manifest.json").read_text())
+    """The published manifest, its paths made relative to its version folder (format 3 names them relative to
+    the output folder, with the run's id in them: two runs' manifests are compared without it)."""
+    manifest = json.loads((Path(out) / "manifest.json").read_text())
+    if manifest.get("format_version", 1) >= 3:
+        return _without_prefix(manifest, manifest["data_dir"] + "/")
+    return manifest
+
+
+def _without_prefix(value, prefix: str):
+    if isinstance(value, str):
+        return value[len(prefix):] if value.startswith(prefix) else value
+    if isinstance(value, list):
+        return [_without_prefix(item, prefix) for item in value]
+    if isinstance(value, dict):
+        return {_without_prefix(key, prefix): _without_prefix(item, prefix) for key, item in value.items()}
+    return value
 
 
 def dataset_dir(out: Path) -> Path:
@@ -37,7 +52,8 @@ def dataset_dir(out: Path) -> Path:
 def sorted_lines(folder: Path, pattern: str, roots: Optional[Tuple[str, str]] = None) -> List[str]:
     """The lines of the files matching ``pattern``, sorted; ``roots=(old, new)`` rewrites input paths first."""
     lines = (line for path in sorted(Path(folder).glob(pattern)) for line in path.read_text().splitlines())
-    return sorted(line.replace(*roots) if roots else line for line in lines)
+    version = f"runs/{Path(folder).name}/"         # the class index names shards relative to the output folder
+    return sorted((line.replace(*roots) if roots else line).replace(version, "") for line in lines)
 
 
 def differences(expected_dir: Path, actual_dir: Path,

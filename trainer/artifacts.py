@@ -3,8 +3,10 @@
 The trainer never imports apache_beam: this module reads files only (through
 ``tf.io.gfile``, so local paths and ``gs://`` work alike). It opens
 ``manifest.json`` first and then only what it names: the version folder
-(``data_dir``, e.g. ``runs/<run_id>/``) that holds the shards and stats.json,
-and the tf.Transform output (``transform_dir``). trainer/verification.py checks
+(``data_dir``, e.g. ``runs/<run_id>/``) that holds stats.json, the shards it
+names (in that folder, or in an earlier run's that the version keeps: every
+path of a format-3 manifest is relative to the output folder), and the
+tf.Transform output (``transform_dir``). trainer/verification.py checks
 the files the manifest lists against their sizes and SHA-256.
 """
 
@@ -20,6 +22,7 @@ import tensorflow as tf
 MANIFEST = "manifest.json"
 STATS = "stats.json"
 TRANSFORM_DIR = "transform"          # where format-1 manifests (no transform_dir entry) keep it
+OUTPUT_RELATIVE_FORMAT = 3           # manifests from this format on name every path relative to the output
 _CHUNK = 8 * 1024 * 1024
 
 
@@ -65,6 +68,15 @@ class Artifacts:
         return _data_dir(self.root, self.manifest)
 
     @property
+    def base(self) -> str:
+        """Where the manifest's paths are relative to: the output folder (format 3 on), else its version folder."""
+        return self.root if self.manifest.get("format_version", 1) >= OUTPUT_RELATIVE_FORMAT else self.data_dir
+
+    def path_of(self, relative: str) -> str:
+        """A path the manifest names (shards, the files table), where it is."""
+        return posixpath.join(self.base, relative)
+
+    @property
     def transform_dir(self) -> str:
         """The tf.Transform output the manifest names (relative to the root)."""
         named = self.manifest.get("transform_dir")
@@ -82,11 +94,11 @@ class Artifacts:
         return self.manifest["splits"][name]
 
     def shard_paths(self, name: str) -> List[str]:
-        return [posixpath.join(self.data_dir, shard["path"]) for shard in self.split(name)["shards"]]
+        return [self.path_of(shard["path"]) for shard in self.split(name)["shards"]]
 
     def strata(self, name: str) -> List[Tuple[float, List[str]]]:
         """(sampling weight, shard paths) per stratum; empty when the split was not written in strata."""
-        return [(stratum["weight"], [posixpath.join(self.data_dir, path) for path in stratum["shards"]])
+        return [(stratum["weight"], [self.path_of(path) for path in stratum["shards"]])
                 for stratum in self.split(name).get("strata", [])]
 
 

@@ -37,11 +37,17 @@ _LOG = logging.getLogger(__name__)
 VERIFIED_DIR = "verified"
 STAT_THREADS = 16                   # stats at once: each is a request on gs://
 PROGRESS_SECONDS = 30.0
-GROWING = ("rejects/", "class_index/")     # non-shard files whose size grows with the dataset
+GROWING = ("rejects/", "class_index/", "keys/")   # non-shard files whose size grows with the dataset
 
 
 def _shard_names(artifacts: Artifacts) -> set:
     return {shard["path"] for entry in artifacts.manifest["splits"].values() for shard in entry["shards"]}
+
+
+def _growing(artifacts: Artifacts, relative: str) -> bool:
+    """A file whose size grows with the dataset: checked in the background, with the shards."""
+    within = relative.split("/", 2)[2] if relative.startswith("runs/") and relative.count("/") >= 2 else relative
+    return within.startswith(GROWING)
 
 
 def _table(artifacts: Artifacts) -> Dict[str, dict]:
@@ -82,7 +88,7 @@ class VerifiedRecord:
 
 
 def _check_digest(artifacts: Artifacts, relative: str, expected: dict) -> None:
-    path = posixpath.join(artifacts.data_dir, relative)
+    path = artifacts.path_of(relative)
     if file_sha256(path) != expected["sha256"]:
         raise ArtifactError(f"{path} does not match its SHA-256 in {MANIFEST}: the file is damaged")
 
@@ -93,7 +99,7 @@ def check_before_training(artifacts: Artifacts, record: Optional[VerifiedRecord]
     table = _table(artifacts)
 
     def size_problem(relative: str) -> Optional[str]:
-        path = posixpath.join(artifacts.data_dir, relative)
+        path = artifacts.path_of(relative)
         try:
             size = tf.io.gfile.stat(path).length
         except tf.errors.NotFoundError:
@@ -107,7 +113,7 @@ def check_before_training(artifacts: Artifacts, record: Optional[VerifiedRecord]
     if problems:
         raise ArtifactError(problems[0])
     shards = _shard_names(artifacts)
-    later = [name for name in names if name in shards or name.startswith(GROWING)]
+    later = [name for name in names if name in shards or _growing(artifacts, name)]
     checked = []
     for relative in names:
         if relative in later or (record is not None and record.done(relative, table)):
@@ -202,7 +208,8 @@ def verified_record(job_dir: str, artifacts: Artifacts) -> VerifiedRecord:
 
 
 def relative_to_data_dir(artifacts: Artifacts, paths: Iterable[str]) -> List[str]:
-    prefix = artifacts.data_dir.rstrip("/") + "/"
+    """The manifest's names of these paths (relative to the output folder from format 3 on)."""
+    prefix = artifacts.base.rstrip("/") + "/"
     return sorted({path[len(prefix):] if path.startswith(prefix) else os.path.basename(path) for path in paths})
 
 

@@ -8,9 +8,11 @@ An output folder holds versions of one dataset::
                                   report.html, stats/<split>.tfrecord
 
 A run writes only into its own ``runs/<run_id>/``; nothing a reader uses changes until the run
-writes ``manifest.json``, in one write, after everything else exists. Paths inside a manifest are
-relative to its version folder (``data_dir``), so two runs of the same input and options list the
-same files.
+writes ``manifest.json``, in one write, after everything else exists. A version may also name shards
+that earlier runs wrote in their folders (core/versions.py), so every path inside a manifest is
+relative to the output folder (format 3; formats 1 and 2 named paths relative to their version folder:
+:func:`resolve` reads both). Each version folder also keeps a copy of its own manifest
+(``VERSION_MANIFEST``), which garbage collection reads to know what the kept versions still name.
 """
 
 import datetime
@@ -19,6 +21,8 @@ import re
 from beam_pipeline.core import paths
 
 DATASET_MANIFEST = "manifest.json"          # written last: a reader that sees it sees a complete dataset
+VERSION_MANIFEST = "manifest.json"          # inside runs/<run_id>/: a copy of that version's manifest
+OUTPUT_RELATIVE_FORMAT = 3                  # manifests from this format on name paths relative to the output
 LOCK = "_lock.json"                         # the lock record of the run that holds the output
 RUNS_DIR = "runs"                           # one folder per version: runs/<run_id>/
 CACHE_DIR = "cache"                         # the verdict cache by default (--cache_dir; docs/cache.md)
@@ -68,6 +72,26 @@ def version_dir(output: str, run_id: str) -> str:
 def data_dir_entry(run_id: str) -> str:
     """The manifest's ``data_dir``: the version folder relative to the output folder."""
     return f"{RUNS_DIR}/{run_id}"
+
+
+def version_entry(data_dir: str) -> str:
+    """``runs/<run_id>``: the manifest's ``data_dir`` of the version folder ``data_dir`` (any scheme)."""
+    return "/".join(data_dir.rstrip("/").split("/")[-2:])
+
+
+def in_version(entry: str, name: str) -> str:
+    """A file of the version folder ``entry`` (``runs/<run_id>``) as a manifest names it (``entry`` empty: a
+    composite test's folder of its own, named relative to itself)."""
+    return f"{entry}/{name}" if entry else name
+
+
+def resolve(output: str, manifest: dict, relative: str) -> str:
+    """Where a path a manifest names is: below the output folder (format 3 and later), else below the
+    version folder it names (``data_dir``; the output folder itself before versions)."""
+    if manifest.get("format_version", 1) >= OUTPUT_RELATIVE_FORMAT:
+        return paths.join(output, relative)
+    base = paths.join(output, manifest["data_dir"]) if manifest.get("data_dir") else output
+    return paths.join(base, relative)
 
 
 def transform_dir(data_dir: str) -> str:

@@ -8,8 +8,10 @@ from beam_pipeline.core.balance import class_repeat_factors, presence_counts
 from beam_pipeline.core.records import DUPLICATE, FILTERED, REJECTED
 from beam_pipeline.core.selection import TRAIN
 
-FORMAT_VERSION = 2               # 2: versions in runs/<run_id>/, data_dir and a files table
+FORMAT_VERSION = 3               # 2: versions in runs/<run_id>/, data_dir and a files table; 3: every path
+                                 # relative to the output folder, shards of several runs, deleted records
 _SHARD_FIELDS = ("path", "records", "bytes", "sha256", "class_images")
+_SHARD_FILES = ("keys", "class_index")            # the files written beside a shard, when it has them
 
 
 class CountsDoNotReconcile(RuntimeError):
@@ -54,7 +56,8 @@ def summarise_splits(shards: List[dict], task: str, num_classes: int) -> Dict[st
         entry["class_images"] = _add(entry["class_images"], shard["class_images"])
         entry["class_pixels"] = _add(entry["class_pixels"], shard["class_pixels"])
         entry["ignore_pixels"] += shard["ignore_pixels"]
-        entry["shards"].append({k: _plain(shard[k]) for k in _SHARD_FIELDS})
+        entry["shards"].append({**{k: _plain(shard[k]) for k in _SHARD_FIELDS},
+                                **{k: shard[k] for k in _SHARD_FILES if shard.get(k)}})
         if shard["stratum"] >= 0:
             strata = entry.setdefault("strata", {})
             stratum = strata.setdefault(shard["stratum"], {"class": shard["stratum"], "num_examples": 0,
@@ -106,13 +109,15 @@ def balance_summary(balance: dict, stats: Optional[dict], train: Optional[dict],
     return summary
 
 
-def statistics_summary(stats: Optional[dict]) -> Optional[dict]:
+def statistics_summary(stats: Optional[dict], version: str = "") -> Optional[dict]:
+    """The statistics' summary; ``version`` (``runs/<run_id>``) is where stats.json and transform/ are."""
     if not stats:
         return None
     keys = ("num_images", "image_mean", "image_std", "class_image_share", "class_pixel_share", "ignore_share",
             "label_share", "class_weights")
     summary = {key: stats[key] for key in keys if key in stats}
-    summary.update(stats_file="stats.json", transform_dir="transform")
+    prefix = f"{version}/" if version else ""
+    summary.update(stats_file=f"{prefix}stats.json", transform_dir=f"{prefix}transform")
     return summary
 
 
@@ -120,10 +125,11 @@ def build_manifest(*, task: str, num_classes: int, ignore_label, class_names, sh
                    outcome_counts: Dict[str, Dict[str, int]], discovered: int, options: dict,
                    versions: Dict[str, str], rejects_files: List[str], stats: Optional[dict] = None,
                    balance: Optional[dict] = None, class_index_files: Iterable[str] = (),
-                   lineage: Optional[dict] = None, mask_map=None, label_map=None) -> dict:
+                   lineage: Optional[dict] = None, mask_map=None, label_map=None, version: str = "") -> dict:
     """The manifest as a JSON-ready dict; raises CountsDoNotReconcile when the books do not balance.
 
     ``mask_map`` / ``label_map`` (core/label_maps.py): the map the run read its masks or labels through.
+    ``version``: the run's version folder (``runs/<run_id>``); every path is relative to the output folder.
     """
     splits = summarise_splits(shards, task, num_classes)
     filtered = outcome_counts.get(FILTERED, {})
@@ -160,7 +166,7 @@ def build_manifest(*, task: str, num_classes: int, ignore_label, class_names, sh
             "records_written": sum(entry["num_examples"] for entry in splits.values()),
         },
         "splits": splits,
-        "statistics": statistics_summary(stats),
+        "statistics": statistics_summary(stats, version),
         "balance": balance_summary(balance or {"method": "none"}, stats, splits.get(TRAIN), task),
         "class_index": sorted(class_index_files),
         "features": feature_description(task),

@@ -182,7 +182,7 @@ class ShardInfo(_CompactPickle):
     split: str
     index: int
     num_shards: int
-    path: str                         # Relative to the output directory.
+    path: str                         # Relative to the output folder: runs/<run_id>/<name>.
     records: int
     bytes: int
     sha256: str
@@ -193,6 +193,9 @@ class ShardInfo(_CompactPickle):
     stratum: int = -1
     repeat_weight: float = 0.0           # Sum of the records' repeat factors (strata weights).
     mask_values: Tuple[Tuple[int, int, int], ...] = ()   # Mapped masks: (source, pixels, images), originals only.
+    keys: str = ""                        # The shard's keys file (core/versions.py), relative to the output.
+    class_index: str = ""                 # The shard's part of the class index ("" when it has no train record).
+    side_files: Tuple[Tuple[str, int, str], ...] = ()    # (path, bytes, sha256) of the two files above.
 
 
 @dataclasses.dataclass(frozen=True)

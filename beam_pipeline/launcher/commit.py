@@ -26,7 +26,7 @@ import uuid
 from typing import List, Optional
 
 from beam_pipeline import phases
-from beam_pipeline.core import digests, layout, paths
+from beam_pipeline.core import digests, layout, paths, versions
 from beam_pipeline.core.failures import RunFailed
 from beam_pipeline.io import files
 from beam_pipeline.io.stores.base import Store
@@ -39,6 +39,12 @@ def read_manifest(output: str) -> Optional[dict]:
     """The published manifest.json of ``output``, or None."""
     path = paths.join(output, layout.DATASET_MANIFEST)
     return files.read_json(path) if files.exists(path) else None
+
+
+def _run_of(path: str) -> Optional[str]:
+    """The run id of a path under ``runs/`` (relative to the output folder), else None."""
+    parts = path.split("/")
+    return parts[1] if len(parts) > 1 and parts[0] == layout.RUNS_DIR else None
 
 
 def kept_versions(manifest: Optional[dict]) -> List[str]:
@@ -93,7 +99,7 @@ class OutputRun:
             if self._previous is not None and not self.overwrite:
                 raise CorpusOptionsError(
                     f"{self.output} already holds a manifest.json; use --overwrite to replace it")
-            self._remove_versions(keep=kept_versions(self._previous), why="left by a run that did not finish")
+            self._remove_unnamed(self._previous, why="left by a run that did not finish")
         except BaseException:
             self._release()
             raise
@@ -118,7 +124,8 @@ class OutputRun:
 
     # ----------------------------------------------------------------------
     def commit(self, pending: dict, timing: dict) -> dict:
-        """Check the job's files, add the report and TFDV statistics, write manifest.json; returns it."""
+        """Check the job's files, add the report and TFDV statistics, write the version's copy of its manifest
+        and then manifest.json; returns it."""
         phases.reached(phases.PUBLISH)
         manifest = dict(pending)
         table = dict(manifest.pop("files"))
@@ -132,6 +139,7 @@ class OutputRun:
         table.update(self._write_report(manifest))
         manifest["files"] = dict(sorted(table.items()))
         phases.reached(phases.PUBLISH_REPORT)
+        files.write_bytes(paths.join(self.data_dir, layout.VERSION_MANIFEST), files.json_bytes(manifest))
         self._lock.check()
         phases.reached(phases.PUBLISH_MANIFEST)
         manifest_path = paths.join(self.output, layout.DATASET_MANIFEST)
@@ -145,7 +153,10 @@ class OutputRun:
         return manifest
 
     def _check_job_files(self, table: dict) -> None:
-        """One listing of the version folder: every file the job wrote is there with its size; working files go."""
+        """One listing of the version folder: every file the job wrote is there with its size; working files go.
+        (Files of earlier runs that the version keeps were checked when those runs wrote them.)"""
+        prefix = layout.data_dir_entry(self.run_id) + "/"
+        table = {path[len(prefix):]: entry for path, entry in table.items() if path.startswith(prefix)}
         found = files.list_files(self.data_dir)
         unlisted = [relative for relative in found if relative not in table]
         unexpected = [relative for relative in unlisted if not layout.is_working_file(relative)]
@@ -161,19 +172,21 @@ class OutputRun:
     def _write_report(self, manifest: dict) -> dict:
         """report.html and stats/<split>.tfrecord into the version folder; returns their ``files`` entries."""
         from beam_pipeline.report import render_report, statistics_files
+        entry = layout.data_dir_entry(self.run_id)
         stats_path = paths.join(self.data_dir, layout.STATS)
-        stats = files.read_json(stats_path) if layout.STATS in manifest["files"] else None
-        written = {layout.REPORT: files.write_bytes(paths.join(self.data_dir, layout.REPORT),
-                                                    render_report(manifest, self.data_dir, stats=stats))}
+        stats = files.read_json(stats_path) if layout.in_version(entry, layout.STATS) in manifest["files"] else None
+        written = {layout.in_version(entry, layout.REPORT): files.write_bytes(
+            paths.join(self.data_dir, layout.REPORT), render_report(manifest, self.output, stats=stats))}
         for relative, content in statistics_files(manifest, stats).items():
-            written[relative] = files.write_bytes(paths.join(self.data_dir, relative), content)
+            written[layout.in_version(entry, relative)] = files.write_bytes(paths.join(self.data_dir, relative),
+                                                                             content)
         return written
 
     # ----------------------------------------------------------------------
     def _collect_garbage(self, manifest: dict) -> None:
         """After the commit: older versions beyond --keep_versions, the flat layout, stray temporary files."""
         try:
-            self._remove_versions(keep=kept_versions(manifest), why="beyond --keep_versions")
+            self._remove_unnamed(manifest, why="beyond --keep_versions")
             if self._previous is not None and not self._previous.get("data_dir"):
                 self._remove_flat_layout(self._previous)
             files.remove_files(files.match_paths(paths.join(self.output, layout.PUBLISH_TEMP_GLOB)))
@@ -184,11 +197,36 @@ class OutputRun:
             _LOG.warning("published, but removing old versions failed: %s (the next run on this output "
                          "tries again)", error)
 
-    def _remove_versions(self, keep: List[str], why: str) -> None:
+    def _remove_unnamed(self, current: Optional[dict], why: str) -> None:
+        """Remove what no kept version names: ``current`` and the versions it retains (--keep_versions). A version
+        may name shards in earlier runs' folders, so a folder goes only when no kept version names a file in it,
+        and a kept folder loses the files no kept version names (this run's own folder is left alone)."""
+        kept, whole = [], {self.run_id}
+        for run_id in kept_versions(current):
+            manifest = current if current.get("run_id") == run_id else self._version_manifest(run_id)
+            if manifest is None or manifest.get("format_version", 1) < layout.OUTPUT_RELATIVE_FORMAT:
+                whole.add(run_id)                     # an older format: its files are named within its folder
+            else:
+                kept.append(manifest)
+        named = set(whole) | {_run_of(path) for m in kept for path in [m["data_dir"], *versions.files_of(m)]}
         for run_id in version_ids(self.output):
-            if run_id != self.run_id and run_id not in keep:
+            if run_id not in named:
                 _LOG.info("removing %s (%s)", layout.version_dir(self.output, run_id), why)
                 files.remove_folder(layout.version_dir(self.output, run_id))
+        copies = [layout.in_version(m["data_dir"], layout.VERSION_MANIFEST) for m in kept]
+        for run_id in sorted(named - whole - {None}):
+            found = [layout.in_version(layout.data_dir_entry(run_id), relative)
+                     for relative in files.list_files(layout.version_dir(self.output, run_id))]
+            unnamed = [path for path in versions.removable(found, kept, []) if path not in copies]
+            if unnamed:
+                _LOG.info("removing %d file(s) of %s that no kept version names", len(unnamed),
+                          layout.version_dir(self.output, run_id))
+                files.remove_files([paths.join(self.output, path) for path in unnamed])
+        files.remove_empty_folders(layout.runs_dir(self.output))
+
+    def _version_manifest(self, run_id: str) -> Optional[dict]:
+        path = paths.join(layout.version_dir(self.output, run_id), layout.VERSION_MANIFEST)
+        return files.read_json(path) if files.exists(path) else None
 
     def _remove_flat_layout(self, previous: dict) -> None:
         """The files of a dataset published before versions: shards and folders at the top of the output."""

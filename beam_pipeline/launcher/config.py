@@ -126,13 +126,15 @@ class CorpusConfig:
         return BalanceSpec(method=self.balance, threshold=self.balance_threshold, max_growth=self.max_growth)
 
     def write_spec(self, data_dir: str) -> WriteSpec:
-        return WriteSpec(data_dir=data_dir, check=self.check_spec(), target_shard_bytes=self.target_shard_bytes)
+        return WriteSpec(data_dir=data_dir, check=self.check_spec(), target_shard_bytes=self.target_shard_bytes,
+                         version=layout.version_entry(data_dir))
 
     def publish_spec(self, data_dir: str, cache: CacheSpec = CacheSpec()) -> PublishSpec:
         return PublishSpec(data_dir=data_dir, task=self.task, num_classes=self.num_classes,
                            ignore_label=self.limits.ignore_label, class_names=self.class_names,
                            balance=self.balance_spec(), cache_folder=cache.folder,
-                           mask_map=self.limits.mask_map, label_map=self.limits.label_map)
+                           mask_map=self.limits.mask_map, label_map=self.limits.label_map,
+                           version=layout.version_entry(data_dir))
 
 
 def _fail(message: str):

@@ -102,14 +102,13 @@ def build_pipeline(p: beam.Pipeline, config: CorpusConfig, split_spec: SplitSpec
     # Refusal when the growth is above --max_growth
     refusals = (count_refusals, reject_refusals, growth_refusals) | "MergeRefusals" >> beam.Flatten()
     # Refusal of any gate: then no shard is written and nothing is published
-    shards, changed, class_index = balanced | "WriteShards" >> WriteShards(config.write_spec(data_dir), refusals,
-                                                                           shuffle)
-    # ShardInfo | rejected Outcome (changed since validation) | path of a shard's part of the class index
+    shards, changed = balanced | "WriteShards" >> WriteShards(config.write_spec(data_dir), refusals, shuffle)
+    # ShardInfo (its keys file and class index part written beside it) | rejected Outcome (changed since validation)
     outcomes = ((unpaired, dropped, invalid, duplicates, changed)
                 | "MergeOutcomes" >> beam.Flatten())
     # Outcome: everything discovered and not written, but the inputs filtered out (counted in ``filtered``)
     real_stats = stats | "DropEmptyStats" >> beam.Filter(bool)
-    return ((shards, outcomes, filtered, discovered, real_stats, class_index, transform_written, refusals, lineage)
+    return ((shards, outcomes, filtered, discovered, real_stats, transform_written, refusals, lineage)
             | "PublishOutputs" >> PublishOutputs(config.publish_spec(data_dir, cache), options, versions))
 
 

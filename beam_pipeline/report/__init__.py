@@ -10,8 +10,8 @@ Two entry points for the publish step, both deterministic (same artifacts, same 
 * ``statistics_files(manifest, stats) -> {relative path: bytes}`` and ``write_statistics``:
   ``stats/<split>.tfrecord``, a ``DatasetFeatureStatisticsList`` per split (see ``tfdv.py``).
 
-``manifest`` is the manifest as a dict (it need not be on disk yet); ``folder`` is where its
-relative paths (shards, rejects, stats.json) resolve, through Beam's FileSystems. The report is
+``manifest`` is the manifest as a dict (it need not be on disk yet); ``output`` is the output folder,
+below which its paths (shards, rejects, stats.json) resolve (core/layout.py), through Beam's FileSystems. The report is
 meant to be written by the launcher, not by workers: matplotlib is a launcher dependency only.
 
 ``python -m beam_pipeline.report OUTPUT_DIR`` rewrites both from the published artifacts.
@@ -29,25 +29,27 @@ from beam_pipeline.report.data import ReportLimits
 REPORT_NAME = layout.REPORT
 
 
-def render_report(manifest: dict, folder: str, limits: ReportLimits = ReportLimits(),
+def render_report(manifest: dict, output: str, limits: ReportLimits = ReportLimits(),
                   stats: Optional[dict] = None) -> bytes:
-    """The report page, UTF-8 encoded, for the dataset whose files are under ``folder``.
+    """The report page, UTF-8 encoded, for the dataset ``manifest`` of the output folder ``output``.
 
-    ``stats`` is the stats.json dict when the caller holds it; otherwise it is read from ``folder``.
+    ``stats`` is the stats.json dict when the caller holds it; otherwise it is read from the output.
     """
     from beam_pipeline.report.read import gather
     from beam_pipeline.report.render import render_html
-    return render_html(gather(manifest, folder, limits, stats), limits).encode("utf-8")
+    return render_html(gather(manifest, output, limits, stats), limits).encode("utf-8")
 
 
-def write_report(manifest: dict, folder: str, path: Optional[str] = None,
+def write_report(manifest: dict, output: str, path: Optional[str] = None,
                  limits: ReportLimits = ReportLimits(), stats: Optional[dict] = None) -> str:
-    """Render the report and write it to ``path`` (default ``folder/report.html``); returns the path."""
+    """Render the report and write it to ``path`` (default: report.html in the version folder); returns the
+    path."""
     from apache_beam.io.filesystems import FileSystems
 
     from beam_pipeline.core import paths
+    folder = paths.join(output, manifest["data_dir"]) if manifest.get("data_dir") else output
     path = path or paths.join(folder, REPORT_NAME)
-    content = render_report(manifest, folder, limits, stats)
+    content = render_report(manifest, output, limits, stats)
     with FileSystems.create(path) as handle:
         handle.write(content)
     return path
@@ -60,6 +62,6 @@ def statistics_files(manifest: dict, stats: Optional[dict] = None) -> Dict[str, 
 
 
 def write_statistics(manifest: dict, folder: str, stats: Optional[dict] = None) -> List[str]:
-    """Write ``statistics_files`` under ``folder``; returns the paths written."""
+    """Write ``statistics_files`` under ``folder`` (the version folder); returns the paths written."""
     from beam_pipeline.report import tfdv
     return tfdv.write_statistics(manifest, folder, stats)

@@ -37,7 +37,7 @@ def main(argv=None) -> int:
 
     from apache_beam.io.filesystems import FileSystems
 
-    from beam_pipeline.core import paths
+    from beam_pipeline.core import layout, paths
     from beam_pipeline.report import REPORT_NAME, ReportLimits, render_report, statistics_files
     from beam_pipeline.report.read import read_json, read_stats
     manifest_path = paths.join(args.output_dir, "manifest.json")
@@ -47,15 +47,17 @@ def main(argv=None) -> int:
     manifest = read_json(manifest_path)
     # The published version folder (runs/<run_id>/); the output folder itself for manifests before versions.
     folder = paths.join(args.output_dir, manifest["data_dir"]) if manifest.get("data_dir") else args.output_dir
+    # Where the manifest's paths are relative to: the output folder from format 3 on (core/layout.py).
+    base = args.output_dir if manifest.get("format_version", 1) >= layout.OUTPUT_RELATIVE_FORMAT else folder
     published = manifest.get("files") or {}
     limits = ReportLimits(gallery_per_class=args.gallery_per_class, max_shards=args.max_shards,
                           max_shard_bytes=args.max_shard_mb << 20, gallery_bytes=int(args.gallery_mb * 1e6))
-    outputs = {args.report_path or paths.join(folder, REPORT_NAME): render_report(manifest, folder, limits)}
+    outputs = {args.report_path or paths.join(folder, REPORT_NAME): render_report(manifest, args.output_dir, limits)}
     if not args.no_statistics:
-        for relative, content in statistics_files(manifest, read_stats(folder, manifest)).items():
+        for relative, content in statistics_files(manifest, read_stats(args.output_dir, manifest)).items():
             outputs[paths.join(folder, relative)] = content
     for path, content in outputs.items():
-        relative = paths.relative_to(folder, path)
+        relative = paths.relative_to(base, path)
         listed = published.get(relative) if relative else None
         if listed and hashlib.sha256(content).hexdigest() != listed["sha256"]:
             print(f"error: {path} is published with its SHA-256 in manifest.json, and this rendering differs "

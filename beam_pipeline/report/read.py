@@ -14,7 +14,7 @@ import numpy as np
 from apache_beam.io.filesystems import FileSystems
 from PIL import Image
 
-from beam_pipeline.core import features, paths
+from beam_pipeline.core import features, layout, paths
 from beam_pipeline.report import data
 from beam_pipeline.report.tfrecord import read_records
 
@@ -31,12 +31,12 @@ def read_json(path: str) -> dict:
         return json.loads(handle.read())
 
 
-def read_stats(folder: str, manifest: dict) -> Optional[dict]:
+def read_stats(output: str, manifest: dict) -> Optional[dict]:
     statistics = manifest.get("statistics") or {}
     name = statistics.get("stats_file")
     if not name:
         return None
-    path = paths.join(folder, name)
+    path = layout.resolve(output, manifest, name)
     return read_json(path) if FileSystems.exists(path) else None
 
 
@@ -50,12 +50,12 @@ def _lines(path: str, budget: List[int]) -> Iterator[str]:
             yield raw.decode("utf-8")
 
 
-def read_reject_examples(folder: str, manifest: dict, limits: data.ReportLimits):
+def read_reject_examples(output: str, manifest: dict, limits: data.ReportLimits):
     """(examples by (status, reason), complete) from the rejects files listed in the manifest."""
     examples = data.RejectExamples(limits.reject_examples, data.expected_rejects(manifest))
     budget = [limits.max_reject_bytes]
     for name in manifest.get("rejects", []):
-        for line in _lines(paths.join(folder, name), budget):
+        for line in _lines(layout.resolve(output, manifest, name), budget):
             if examples.full():
                 return dict(examples.rows), True
             if line.strip():
@@ -210,7 +210,7 @@ def _batches(path: str, max_bytes: int, sample: data.ShardSample) -> Iterator[li
         yield batch
 
 
-def sample_shards(folder: str, manifest: dict, limits: data.ReportLimits):
+def sample_shards(output: str, manifest: dict, limits: data.ReportLimits):
     """(ShardSample, gallery) from a few shards chosen to show the rarest classes."""
     decoder = _decoder(_RECORD_FEATURES)  # not the images: only the gallery's picks need them
     task = manifest["task"]
@@ -227,7 +227,7 @@ def sample_shards(folder: str, manifest: dict, limits: data.ReportLimits):
             break
         sample.shards.append(shard.path)
         read_before = sample.records
-        for serialized in _batches(paths.join(folder, shard.path), remaining, sample):
+        for serialized in _batches(layout.resolve(output, manifest, shard.path), remaining, sample):
             for record in _records(decoder.DecodeBatch(serialized), serialized):
                 sample.records += 1
                 if record["copy"]:
@@ -240,11 +240,12 @@ def sample_shards(folder: str, manifest: dict, limits: data.ReportLimits):
     return sample, gallery.result()
 
 
-def gather(manifest: dict, folder: str, limits: data.ReportLimits = data.ReportLimits(),
+def gather(manifest: dict, output: str, limits: data.ReportLimits = data.ReportLimits(),
            stats: Optional[dict] = None) -> data.ReportData:
-    """Everything the report shows, read from ``folder`` (where the manifest's relative paths resolve)."""
-    stats = stats if stats is not None else read_stats(folder, manifest)
-    rejects, rejects_complete = read_reject_examples(folder, manifest, limits)
-    sample, gallery = sample_shards(folder, manifest, limits)
+    """Everything the report shows, read from the output folder ``output`` (core/layout.py resolves the
+    manifest's paths)."""
+    stats = stats if stats is not None else read_stats(output, manifest)
+    rejects, rejects_complete = read_reject_examples(output, manifest, limits)
+    sample, gallery = sample_shards(output, manifest, limits)
     return data.ReportData(manifest=manifest, stats=stats, class_names=data.class_names(manifest, stats),
                            rejects=rejects, rejects_complete=rejects_complete, sample=sample, gallery=gallery)

@@ -1,16 +1,14 @@
-"""PublishOutputs: the job's last step. It writes rejects, class index and stats.json into the run's
-version folder, takes the digest of every file the job wrote, and leaves the pending manifest for the
-launcher, which commits it (beam_pipeline/launcher/commit.py).
+"""PublishOutputs: the job's last step. It writes the rejects and stats.json into the run's version folder,
+takes the digest of every file the job wrote, and leaves the pending manifest for the launcher, which
+commits it (beam_pipeline/launcher/commit.py).
 
-Inputs: ShardInfo, every Outcome (rejected, duplicate), the inputs filtered
-out counted per reason (``((FILTERED, reason), n)``), the number of
-discovered inputs, the stats dict (empty without statistics), the paths of
-the class index's parts (one per train shard), the tf.Transform writes to wait
-for, the run's refusals, and how many pairs were validated or taken from the
-verdict cache (the manifest's ``lineage``). The rejects and the class index are written in
-parts (the rejects' by each bundle, the class index's by each shard's writer)
-and joined here into one ``PREFIX-00000-of-00001.jsonl`` each, the class
-index's in shard order: their lines never cross a shuffle.
+Inputs: ShardInfo (with its keys file and part of the class index, written beside it), every Outcome
+(rejected, duplicate), the inputs filtered out counted per reason (``((FILTERED, reason), n)``), the
+number of discovered inputs, the stats dict (empty without statistics), the tf.Transform writes to wait
+for, the run's refusals, and how many pairs were validated or taken from the verdict cache (the
+manifest's ``lineage``). The rejects are written in parts by each bundle and joined here into one
+``rejects/rejects-00000-of-00001.jsonl``: their lines never cross a shuffle. Every path in the manifest is
+relative to the output folder (core/layout.py).
 Nothing here is visible to a reader: the version folder is named by no
 manifest until the launcher, which holds the output's lock, checks it and
 writes ``manifest.json``. A refused run (a gate failed, core.records.Refusal)
@@ -105,8 +103,7 @@ class FinalizeFn(beam.DoFn):
         self._options = options
         self._versions = versions
 
-    def process(self, _, shards, counts, discovered, reject_parts, stats, index_parts, transform_written,
-                refusals, settled):
+    def process(self, _, shards, counts, discovered, reject_parts, stats, transform_written, refusals, settled):
         phases.reached(phases.FINALIZE)
         if refusals:
             files.write_bytes(paths.join(self._spec.data_dir, layout.REFUSAL),
@@ -114,45 +111,52 @@ class FinalizeFn(beam.DoFn):
         else:
             try:
                 yield self._finalize(shards, counts, discovered, reject_parts, stats[0] if stats else None,
-                                     index_parts, dict(settled))
+                                     dict(settled))
             except CountsDoNotReconcile as error:      # a bug, reported as one line: nothing is published
                 files.write_bytes(paths.join(self._spec.data_dir, layout.REFUSAL), files.json_bytes(
                     dataclasses.asdict(Refusal(COUNTS_GATE, f"the counts do not reconcile at PublishOutputs: {error}. "
                                                             "Nothing was published. This is a bug, not bad input: "
                                                             "please report it with the run's log"))))
 
-    def _finalize(self, shards, counts, discovered, reject_parts, stats, index_parts, settled) -> str:
+    def _finalize(self, shards, counts, discovered, reject_parts, stats, settled) -> str:
         spec = self._spec
-        data_dir = spec.data_dir
-        joined = {}          # relative path -> files entry, of the rejects and the class index
-        for prefix, parts in ((layout.REJECTS_PREFIX, reject_parts), (layout.CLASS_INDEX_PREFIX, index_parts)):
-            relative = joined_file(prefix)
-            joined[relative] = files.join_parts(sorted(parts), paths.join(data_dir, relative))
+        data_dir, version = spec.data_dir, spec.version
+        rejects = layout.in_version(version, joined_file(layout.REJECTS_PREFIX))
+        table = {rejects: files.join_parts(sorted(reject_parts), paths.join(data_dir, joined_file(
+            layout.REJECTS_PREFIX)))}
+        shard_dicts = [dataclasses.asdict(shard) for shard in sorted(shards, key=_shard_order)]
         manifest = build_manifest(
             task=spec.task, num_classes=spec.num_classes, ignore_label=spec.ignore_label,
-            class_names=spec.class_names, shards=[dataclasses.asdict(shard) for shard in shards],
+            class_names=spec.class_names, shards=shard_dicts,
             outcome_counts=count_outcomes(counts), discovered=discovered, options=self._options,
-            versions=self._versions, rejects_files=[joined_file(layout.REJECTS_PREFIX)],
-            stats=stats, balance=spec.balance.as_dict(),
-            class_index_files=[joined_file(layout.CLASS_INDEX_PREFIX)],
-            lineage=lineage_summary(settled, spec.cache_folder), mask_map=spec.mask_map, label_map=spec.label_map)
-        table = digests.shard_entries(manifest["splits"])
+            versions=self._versions, rejects_files=[rejects], stats=stats, balance=spec.balance.as_dict(),
+            class_index_files=[shard.class_index for shard in shards if shard.class_index],
+            lineage=lineage_summary(settled, spec.cache_folder), mask_map=spec.mask_map, label_map=spec.label_map,
+            version=version)
+        table.update(digests.shard_entries(manifest["splits"]))
+        for shard in shards:
+            table.update({path: {"bytes": size, "sha256": sha} for path, size, sha in shard.side_files})
         if stats:
-            table[layout.STATS] = files.write_bytes(paths.join(data_dir, layout.STATS), files.json_bytes(stats))
-        table.update(joined)
+            table[layout.in_version(version, layout.STATS)] = files.write_bytes(paths.join(data_dir, layout.STATS),
+                                                                                 files.json_bytes(stats))
         files.remove_folder(layout.temp_dir(data_dir))       # tf.Transform's temporary files, the parts
         transform = layout.transform_dir(data_dir)
         for relative in sorted(files.list_files(transform)):
-            table[paths.join(layout.TRANSFORM_DIR, relative)] = files.file_entry(paths.join(transform, relative))
+            table[layout.in_version(version, paths.join(layout.TRANSFORM_DIR, relative))] = files.file_entry(
+                paths.join(transform, relative))
         manifest["files"] = dict(sorted(table.items()))
         pending = paths.join(data_dir, layout.PENDING_MANIFEST)
         files.write_bytes(pending, files.json_bytes(manifest))
         return pending
 
 
+def _shard_order(shard):
+    return shard.split, shard.group, shard.index
+
+
 class PublishOutputs(beam.PTransform):
-    """``pending_manifest_path = (shards, outcomes, filtered, discovered, stats, class_index, transform_written,
-    refusals, settled) | PublishOutputs(PublishSpec(data_dir, task, ...), options, versions)``; ``settled``:
+    """``pending_manifest_path = (shards, outcomes, filtered, discovered, stats, transform_written, refusals,
+    settled) | PublishOutputs(PublishSpec(data_dir, task, ...), options, versions)``; ``settled``:
     ``(how, n)`` of ValidatePairs, for the manifest's lineage."""
 
     def __init__(self, spec: PublishSpec, options: dict, versions: dict):
@@ -162,7 +166,7 @@ class PublishOutputs(beam.PTransform):
         self._versions = versions
 
     def expand(self, inputs):
-        shards, outcomes, filtered, discovered, stats, class_index, transform_written, refusals, settled = inputs
+        shards, outcomes, filtered, discovered, stats, transform_written, refusals, settled = inputs
         data_dir = self._spec.data_dir
         reject_parts = (outcomes
                         | "KeepReportable" >> beam.Filter(_is_reportable)
@@ -183,6 +187,5 @@ class PublishOutputs(beam.PTransform):
                     shards=beam.pvalue.AsList(shards), counts=beam.pvalue.AsList(counts),
                     discovered=beam.pvalue.AsSingleton(discovered),
                     reject_parts=beam.pvalue.AsList(reject_parts), stats=beam.pvalue.AsList(stats),
-                    index_parts=beam.pvalue.AsList(class_index),
                     transform_written=beam.pvalue.AsList(transform_written),
                     refusals=beam.pvalue.AsList(refusals), settled=beam.pvalue.AsList(settled)))

@@ -105,6 +105,7 @@ class WriteSpec:
     data_dir: str                            # the run's version folder: shards are written into it
     check: CheckSpec                         # the task and how files are read again
     target_shard_bytes: int = 128 * 1024 * 1024
+    version: str = ""                        # that folder as manifests name it (runs/<run_id>): see layout.py
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,3 +120,4 @@ class PublishSpec:
     cache_folder: Optional[str] = None       # the verdict cache's folder of this run's fingerprint (lineage)
     mask_map: Optional[MaskMap] = None       # the maps the run read masks or labels through (core/label_maps.py)
     label_map: Optional[LabelMap] = None
+    version: str = ""                        # data_dir as manifests name it (runs/<run_id>): see core/layout.py

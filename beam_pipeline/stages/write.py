@@ -20,7 +20,6 @@ that fails raises an error naming the shard and the cause.
 import collections
 import concurrent.futures
 import hashlib
-import json
 from typing import Iterable, Iterator, Tuple
 
 import apache_beam as beam
@@ -37,12 +36,12 @@ from beam_pipeline.core.records import REJECTED, ClassTally, Outcome, ShardInfo,
 from beam_pipeline.core.selection import TRAIN
 from beam_pipeline.core.sharding import (bucket_of, num_shards_for, pack_buckets, record_order, same_images,
                                          shard_file_name)
-from beam_pipeline.io import streams
+from beam_pipeline.core.versions import keys_line, record_content, record_key
 from beam_pipeline.stages import counters, pairs, worker
+from beam_pipeline.stages.shard_files import CLASS_INDEX_DIR, KEYS_DIR, LinesFile, class_index_line
 from beam_pipeline.stages.shuffle import GroupPackedByKey, Materialize
 from beam_pipeline.stages.specs import REJECTED_TAG, ShuffleSpec, WriteSpec
 
-CLASS_INDEX = "class_index"
 READ_AHEAD = 8          # Records read, checked and encoded ahead of the one being written.
 READ_THREADS = 2        # File reads, SHA-256 and zlib release the GIL, so threads overlap them.
 
@@ -82,8 +81,8 @@ class AssignShardFn(beam.DoFn):
 
 
 class WriteShardFn(counters.CountingDoFn):
-    """((group, shard, num_shards), [ValidPair, ...]) -> ShardInfo, rejected Outcomes, the path of the
-    shard's part of the class index."""
+    """((group, shard, num_shards), [ValidPair, ...]) -> ShardInfo, rejected Outcomes. Beside the shard it writes
+    its keys file and its part of the class index (stages/shard_files.py)."""
 
     def __init__(self, spec: WriteSpec):
         self._spec = spec
@@ -97,6 +96,7 @@ class WriteShardFn(counters.CountingDoFn):
     def process(self, element):
         (group, index, num_shards), group_pairs = element
         name = shard_file_name(group, index, num_shards)
+        shard_path = layout.in_version(self._spec.version, name)         # as the manifest names it
         digest = hashlib.sha256()
         records = written_bytes = originals = 0
         weight = 0.0
@@ -104,7 +104,8 @@ class WriteShardFn(counters.CountingDoFn):
         split = stratum = None
         ordered = sorted(group_pairs, key=_order_key)
         path = paths.join(self._spec.data_dir, name)
-        class_index = _ClassIndexPart(paths.join(layout.parts_dir(self._spec.data_dir, CLASS_INDEX), f"{name}.jsonl"))
+        keys = LinesFile(paths.join(self._spec.data_dir, f"{KEYS_DIR}/{name}.tsv"))
+        class_index = LinesFile(paths.join(self._spec.data_dir, f"{CLASS_INDEX_DIR}/{name}.jsonl"))
         try:
             handle = FileSystems.create(path)
         except OSError as error:
@@ -122,8 +123,11 @@ class WriteShardFn(counters.CountingDoFn):
                 digest.update(framed)
                 if records == 0:
                     phases.reached(phases.WRITE_SHARD)
+                keys.write(keys_line(record_key(pair.shard_key),
+                                     record_content(pair.content_key, pair.ref.source_id, split, group)))
                 if split == TRAIN:
-                    class_index.add(pair, name, records)
+                    for cls in pair.present_classes:
+                        class_index.write(class_index_line(pair, shard_path, records, cls))
                 records += 1
                 originals += pair.copy == 0
                 self._records.inc()
@@ -133,13 +137,18 @@ class WriteShardFn(counters.CountingDoFn):
                 weight += pair.repeat_factor
                 tally.add(pair)
         self._bytes.inc(written_bytes)
-        if class_index.close():
-            yield beam.pvalue.TaggedOutput(CLASS_INDEX, class_index.path)
-        yield ShardInfo(group=group, split=split or group, index=index, num_shards=num_shards, path=name,
+        side = {}
+        for folder, suffix, lines in ((KEYS_DIR, ".tsv", keys), (CLASS_INDEX_DIR, ".jsonl", class_index)):
+            entry = lines.close()
+            if entry:
+                side[folder] = (layout.in_version(self._spec.version, f"{folder}/{name}{suffix}"),
+                                entry["bytes"], entry["sha256"])
+        yield ShardInfo(group=group, split=split or group, index=index, num_shards=num_shards, path=shard_path,
                         records=records, bytes=written_bytes, sha256=digest.hexdigest(), originals=originals,
                         class_images=tally.images(), class_pixels=tally.pixels(), ignore_pixels=tally.ignore,
                         stratum=-1 if stratum is None else stratum, repeat_weight=weight,
-                        mask_values=tally.mask_values())
+                        mask_values=tally.mask_values(), keys=side.get(KEYS_DIR, ("",))[0],
+                        class_index=side.get(CLASS_INDEX_DIR, ("",))[0], side_files=tuple(side.values()))
 
     def _records_in_order(self, ordered: Iterable[ValidPair]) -> Iterator[Tuple[ValidPair, object]]:
         """(pair, record or Rejection) in the given order, prepared a few records ahead on threads.
@@ -156,33 +165,6 @@ class WriteShardFn(counters.CountingDoFn):
             while pending:
                 done, future = pending.popleft()
                 yield done, future.result()
-
-
-class _ClassIndexPart:
-    """This shard's lines of the class index (one per train record and class in it), in a part file of
-    their own that PublishOutputs joins with the others: the lines never cross a shuffle."""
-
-    def __init__(self, path: str):
-        self.path = path
-        self._handle = None
-
-    def add(self, pair: ValidPair, shard: str, record: int) -> None:
-        for c in pair.present_classes:
-            if self._handle is None:
-                self._handle = streams.create_for_write(self.path)
-            self._handle.write((json.dumps({"class": c, "shard": shard, "record": record,
-                                            "source_id": pair.ref.source_id, "copy": pair.copy},
-                                           sort_keys=True) + "\n").encode("utf-8"))
-
-    def close(self) -> bool:
-        """Close the part; whether there is one."""
-        if self._handle is None:
-            return False
-        try:
-            self._handle.close()
-        except OSError as error:
-            raise write_failed(self.path, error) from error
-        return True
 
 
 class _closing_or_failed:
@@ -220,8 +202,7 @@ def _order_key(pair: ValidPair):
 
 
 class WriteShards(beam.PTransform):
-    """``shard_infos, rejected, class_index_parts = valid | WriteShards(WriteSpec(data_dir, check, ...),
-    refusals, ShuffleSpec())``."""
+    """``shard_infos, rejected = valid | WriteShards(WriteSpec(data_dir, check, ...), refusals, ShuffleSpec())``."""
 
     def __init__(self, spec: WriteSpec, refusals, shuffle: ShuffleSpec = ShuffleSpec()):
         super().__init__()
@@ -250,6 +231,6 @@ class WriteShards(beam.PTransform):
                    | "GroupByShard" >> GroupPackedByKey(self._shuffle)
                    # ((group, shard, num_shards), [ValidPair, ...])
                    | "WriteShardFiles" >> beam.ParDo(WriteShardFn(self._spec)).with_outputs(
-                       REJECTED_TAG, CLASS_INDEX, main="shards"))
-                   # ShardInfo | rejected Outcome | path of the shard's part of the class index
-        return outputs.shards, outputs[REJECTED_TAG], outputs[CLASS_INDEX]
+                       REJECTED_TAG, main="shards"))
+                   # ShardInfo (with its keys file and class index part) | rejected Outcome
+        return outputs.shards, outputs[REJECTED_TAG]

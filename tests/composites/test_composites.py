@@ -129,12 +129,14 @@ def test_write_shards_reads_back_with_tf_data(folder, through_files):
     shuffle = ShuffleSpec(folder=str(folder / "shuffle"), buckets=4) if through_files else ShuffleSpec()
     with TestPipeline() as p:
         valid, _, _ = p | beam.Create(refs) | ValidatePairs(CHECK)
-        shards, changed, index = valid | WriteShards(spec, refusals=p | "NoRefusals" >> beam.Create([]),
-                                                     shuffle=shuffle)
-        # the class index in parts, one per shard, each a file of JSON lines
-        assert_that(index | "IndexLines" >> beam.FlatMap(_lines_of)
+        shards, changed = valid | WriteShards(spec, refusals=p | "NoRefusals" >> beam.Create([]), shuffle=shuffle)
+        # beside each shard, its part of the class index (JSON lines) and its keys file (a line per record)
+        assert_that(shards | "IndexParts" >> beam.Map(lambda s: str(folder / "out" / s.class_index))
+                    | "IndexLines" >> beam.FlatMap(_lines_of)
                     | "IndexedClasses" >> beam.Map(lambda line: json.loads(line)["class"])
                     | beam.combiners.Count.PerElement(), equal_to([(0, 12), (1, 12)]), label="ClassIndex")
+        assert_that(shards | "KeysFiles" >> beam.Map(lambda s: (len(_lines_of(str(folder / "out" / s.keys))), s.records))
+                    | "KeysPerRecord" >> beam.Filter(lambda pair: pair[0] != pair[1]), equal_to([]), label="Keys")
         assert_that(shards | beam.Map(lambda s: s.records) | beam.CombineGlobally(sum), equal_to([12]), label="All")
         assert_that(changed, equal_to([]), label="NoneChanged")
     files = sorted((folder / "out").glob("train-*.tfrecord"))          # straight into the version folder
@@ -201,7 +203,7 @@ def test_counts_that_do_not_reconcile_at_publishing_end_the_run_with_one_line(tm
         nothing = p | "Nothing" >> beam.Create([])
         discovered = p | "Discovered" >> beam.Create([10])
         _ = ((nothing, p | "NoOutcomes" >> beam.Create([]), p | "NoFiltered" >> beam.Create([]), discovered,
-              p | "NoStats" >> beam.Create([]), p | "NoIndex" >> beam.Create([]), p | "NoTransform" >> beam.Create([]),
+              p | "NoStats" >> beam.Create([]), p | "NoTransform" >> beam.Create([]),
               p | "NoRefusals" >> beam.Create([]), p | "NoLineage" >> beam.Create([]))
              | PublishOutputs(PublishSpec(str(data_dir), "segmentation", num_classes=2), {}, {}))
     assert not (data_dir / "_pending_manifest.json").exists()

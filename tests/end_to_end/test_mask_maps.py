@@ -67,7 +67,7 @@ def stored_masks(out: Path):
     """{source_id: (split, stored mask)} of the original records (repeat copies are the same bytes)."""
     masks = {}
     for split, entry in manifest_of(out)["splits"].items():
-        files = [str(dataset_dir(out) / shard["path"]) for shard in entry["shards"]]
+        files = [str(out / shard["path"]) for shard in entry["shards"]]
         for record in tf.data.TFRecordDataset(files).map(lambda r: tf.io.parse_single_example(r, FEATURES)):
             if int(record["image/repeat/copy"]) == 0:
                 mask = tf.io.decode_png(record["image/segmentation/class/encoded"], channels=1).numpy()[..., 0]
@@ -146,7 +146,7 @@ def test_a_label_map_groups_class_folders_and_leaves_one_out(runs):
                 "image/class/label": tf.io.FixedLenFeature([], tf.int64)}
     labels = {}
     for entry in manifest["splits"].values():
-        files = [str(dataset_dir(out) / shard["path"]) for shard in entry["shards"]]
+        files = [str(out / shard["path"]) for shard in entry["shards"]]
         for record in tf.data.TFRecordDataset(files).map(lambda r: tf.io.parse_single_example(r, features)):
             labels[record["image/source_id"].numpy().decode()] = int(record["image/class/label"])
     expected = {name[len("images/"):]: ["dessert", "meat"].index(FOOD_MAP[folder])

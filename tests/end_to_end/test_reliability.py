@@ -396,7 +396,9 @@ def test_every_published_file_is_listed_with_its_digest(reference):
     out = reference[0]
     manifest = manifest_of(out)
     on_disk = sorted(str(p.relative_to(dataset_dir(out))) for p in dataset_dir(out).rglob("*") if p.is_file())
-    assert sorted(manifest["files"]) == on_disk
+    # the version's own copy of its manifest is the only file beside them (garbage collection reads it)
+    assert sorted(manifest["files"]) + ["manifest.json"] == sorted(on_disk)
+    assert (dataset_dir(out) / "manifest.json").read_bytes() == (out / "manifest.json").read_bytes()
     for kind, pick in KINDS.items():
         assert pick(manifest["files"]) in manifest["files"], kind
     assert manifest["transform_dir"] == manifest["data_dir"] + "/transform"
@@ -415,7 +417,8 @@ def test_a_flipped_byte_in_each_kind_of_file_is_caught_by_verify_and_by_the_trai
         original = flip_byte(path)
         assert verify_main([str(out)]) == 1, kind
         report = capsys.readouterr().err
-        assert f"sha256  {relative}: SHA-256" in report and report.strip().splitlines()[-1].startswith("FAILED: 1 "), \
+        named = f"{dataset_dir(out).relative_to(out)}/{relative}"        # verify names paths as the manifest does
+        assert f"sha256  {named}: SHA-256" in report and report.strip().splitlines()[-1].startswith("FAILED: 1 "), \
             (kind, report)
         job_dir = tmp_path / f"job-{kind.replace(' ', '_')}"
         with pytest.raises(ArtifactError, match="does not match its SHA-256"):
@@ -437,8 +440,9 @@ def test_verify_names_missing_and_extra_files_from_the_command_line(copy_of_refe
                                capture_output=True, text=True, timeout=300)
     assert completed.returncode == 1
     lines = completed.stderr.strip().splitlines()
-    assert any(line.startswith("extra   notes.txt: ") for line in lines), lines
-    assert any(line.startswith("missing stats.json: ") for line in lines), lines
+    version = dataset_dir(out).relative_to(out)
+    assert any(line.startswith(f"extra   {version}/notes.txt: ") for line in lines), lines
+    assert any(line.startswith(f"missing {version}/stats.json: ") for line in lines), lines
     assert lines[-1].startswith("FAILED: 2 problem(s)")
 
 

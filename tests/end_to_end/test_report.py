@@ -38,7 +38,7 @@ def load(out):
 def seg_report(segmentation_run):
     out = dataset_dir(segmentation_run[0])
     manifest, _ = load(out)
-    return out, manifest, render_report(manifest, str(out)).decode("utf-8")
+    return out, manifest, render_report(manifest, str(out.parent.parent)).decode("utf-8")
 
 
 def data_uris(page, kind):
@@ -87,14 +87,14 @@ def test_gallery_shows_rarest_class_first_with_at_most_six_each(seg_report):
 
 def test_report_is_deterministic(seg_report):
     out, manifest, page = seg_report
-    assert render_report(manifest, str(out)).decode("utf-8") == page
+    assert render_report(manifest, str(out.parent.parent)).decode("utf-8") == page
 
 
 def test_caps_hold_the_gallery_and_the_shards_read(segmentation_run):
     out = dataset_dir(segmentation_run[0])
     manifest, _ = load(out)
     limits = ReportLimits(gallery_bytes=120_000, max_shards=1, thumbnail_px=128)
-    page = render_report(manifest, str(out), limits).decode("utf-8")
+    page = render_report(manifest, str(out.parent.parent), limits).decode("utf-8")
     jpegs = data_uris(page, "jpeg")
     assert jpegs and sum(len(uri) for uri in jpegs) <= 120_000
     total = sum(len(entry["shards"]) for entry in manifest["splits"].values())
@@ -118,7 +118,7 @@ def custom(feature_stats, name):
 
 
 def records_in(out, entry):
-    return sum(1 for _ in tf.data.TFRecordDataset([str(out / s["path"]) for s in entry["shards"]]))
+    return sum(1 for _ in tf.data.TFRecordDataset([str(out.parent.parent / s["path"]) for s in entry["shards"]]))
 
 
 def test_segmentation_statistics_proto_counts_equal_the_manifest(segmentation_run, tmp_path):
@@ -154,7 +154,7 @@ def test_classification_statistics_proto_holds_the_labels_in_the_shards(classifi
         path.write_bytes(content)
         (dataset,) = read_statistics(path).datasets
         labels = np.zeros(NUM_CLASSES, np.int64)
-        for raw in tf.data.TFRecordDataset([str(out / s["path"]) for s in entry["shards"]]):
+        for raw in tf.data.TFRecordDataset([str(out.parent.parent / s["path"]) for s in entry["shards"]]):
             labels[int(tf.io.parse_single_example(raw, spec)["image/class/label"])] += 1
         label = feature(dataset, "image/class/label").num_stats
         assert dataset.num_examples == entry["num_examples"] == labels.sum()
@@ -179,11 +179,12 @@ def test_cli_rewrites_the_report_and_statistics(classification_run):
     completed = run_report_cli(out.parent.parent)
     assert completed.returncode == 0, completed.stderr[-3000:]
     page = (out / "report.html").read_bytes()
-    assert page == render_report(manifest, str(out))
-    assert hashlib.sha256(page).hexdigest() == manifest["files"]["report.html"]["sha256"]   # what publish wrote
+    assert page == render_report(manifest, str(out.parent.parent))
+    version = manifest["data_dir"]                  # the files table names paths relative to the output folder
+    assert hashlib.sha256(page).hexdigest() == manifest["files"][f"{version}/report.html"]["sha256"]  # as published
     for relative, content in statistics_files(manifest, stats).items():
         assert (out / relative).read_bytes() == content
-        assert hashlib.sha256(content).hexdigest() == manifest["files"][relative]["sha256"]
+        assert hashlib.sha256(content).hexdigest() == manifest["files"][f"{version}/{relative}"]["sha256"]
     assert "FutureWarning" not in completed.stderr
     text = page.decode("utf-8")
     assert set(reject_example_paths(text)) == set(CLS_REJECTED.values())
@@ -243,11 +244,11 @@ def test_report_and_statistics_go_through_beam_filesystems(classification_run, t
     out = dataset_dir(classification_run[0])
     manifest, stats = load(out)
     ObjectStoreLikeFileSystem.root = ""
-    url = f"reporttest://{out}"
+    url = f"reporttest://{out.parent.parent}"          # the output folder: the manifest's paths are below it
     written = write_report(manifest, url, path=f"reporttest://{tmp_path}/report/report.html")
     assert written == f"reporttest://{tmp_path}/report/report.html"
     page = (tmp_path / "report" / "report.html").read_bytes()
-    assert page == render_report(manifest, str(out))
+    assert page == render_report(manifest, str(out.parent.parent))
     paths = write_statistics(manifest, f"reporttest://{tmp_path}/tfdv", stats)
     assert paths == [f"reporttest://{tmp_path}/tfdv/stats/{split}.tfrecord" for split in ("test", "train", "val")]
     assert (tmp_path / "tfdv" / "stats" / "train.tfrecord").read_bytes() == \

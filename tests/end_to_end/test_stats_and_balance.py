@@ -76,7 +76,7 @@ def seg(segmentation_run):
 
 
 def train_records(out, manifest):
-    files = [str(dataset_dir(out) / s["path"]) for s in manifest["splits"]["train"]["shards"]]
+    files = [str(out / s["path"]) for s in manifest["splits"]["train"]["shards"]]
     records = []
     for path in files:
         for raw in tf.data.TFRecordDataset(path):
@@ -127,7 +127,7 @@ def test_transform_output_applies_inside_tf_data(seg):
     raw_spec = transform.raw_feature_spec()
     assert "image/encoded" in raw_spec and "image/segmentation/class/encoded" in raw_spec
     layer = transform.transform_features_layer()
-    files = [str(dataset_dir(out) / s["path"]) for s in manifest["splits"]["val"]["shards"]]
+    files = [str(out / s["path"]) for s in manifest["splits"]["val"]["shards"]]
 
     def apply(serialized):
         return layer(tf.io.parse_example(serialized, raw_spec))
@@ -158,7 +158,7 @@ def test_the_trainer_decodes_the_pixels_the_statistics_summed(seg):
             "image/stats/channel_sum": tf.io.FixedLenFeature([3], tf.int64),
             "image/stats/channel_sum_squares": tf.io.FixedLenFeature([3], tf.int64),
             "image/format": tf.io.FixedLenFeature([], tf.string)}
-    files = [str(dataset_dir(out) / s["path"]) for s in manifest["splits"]["train"]["shards"]]
+    files = [str(out / s["path"]) for s in manifest["splits"]["train"]["shards"]]
     formats, fast_idct_differs = set(), 0
     for raw in tf.data.TFRecordDataset(files):
         parsed = tf.io.parse_single_example(raw, spec)
@@ -250,7 +250,7 @@ def test_strata_group_train_shards_with_weights(segmentation_strata_run):
     factors = manifest["balance"]["class_repeat_factors"]
     for stratum in strata:
         for path in stratum["shards"]:
-            for raw in tf.data.TFRecordDataset(str(dataset_dir(out) / path)):
+            for raw in tf.data.TFRecordDataset(str(out / path)):
                 counts = tf.io.parse_single_example(raw, POINT_FEATURES)["image/segmentation/class/pixel_count"]
                 present = [c for c in range(NUM_CLASSES) if counts[c] > 0]
                 assert min(present, key=lambda c: (-factors[c], c)) == stratum["class"]
@@ -268,7 +268,7 @@ def test_each_large_shard_mixes_classes_like_its_split(tmp_path):
     presence = {}
     for shard in manifest["splits"]["train"]["shards"]:
         counts = np.zeros(NUM_CLASSES)
-        for raw in tf.data.TFRecordDataset(str(dataset_dir(out) / shard["path"])):
+        for raw in tf.data.TFRecordDataset(str(out / shard["path"])):
             pixels = tf.io.parse_single_example(raw, POINT_FEATURES)["image/segmentation/class/pixel_count"]
             counts += pixels.numpy() > 0
         assert counts.tolist() == shard["class_images"]
@@ -290,7 +290,7 @@ def test_classification_label_statistics(corpus_dir, tmp_path):
     labels = np.zeros(NUM_CLASSES, np.int64)
     spec = {"image/class/label": tf.io.FixedLenFeature([], tf.int64)}
     for shard in manifest["splits"]["train"]["shards"]:
-        for raw in tf.data.TFRecordDataset(str(dataset_dir(tmp_path) / shard["path"])):
+        for raw in tf.data.TFRecordDataset(str(tmp_path / shard["path"])):
             labels[int(tf.io.parse_single_example(raw, spec)["image/class/label"])] += 1
     assert stats["label_counts"] == labels.tolist()
     assert stats["num_images"] == labels.sum() == manifest["splits"]["train"]["num_images"]

@@ -37,7 +37,7 @@ def _examples(out, split):
     manifest = json.loads((out / "manifest.json").read_text())
     rows = []
     for shard in manifest["splits"][split]["shards"]:
-        for raw in tf.data.TFRecordDataset(str(dataset_dir(out) / shard["path"])):
+        for raw in tf.data.TFRecordDataset(str(out / shard["path"])):
             feature = tf.train.Example.FromString(raw.numpy()).features.feature
             source = feature["image/source_id"].bytes_list.value[0].decode()
             rows.append((source.split("/")[-2], feature["image/class/label"].int64_list.value[0],

@@ -46,7 +46,7 @@ def _independent_confusion(export, out, split):
     confusion = np.zeros((NUM_CLASSES, NUM_CLASSES), np.int64)
     images = 0
     for shard in manifest["splits"][split]["shards"]:
-        for raw in tf.data.TFRecordDataset(str(dataset_dir(out) / shard["path"])):
+        for raw in tf.data.TFRecordDataset(str(out / shard["path"])):
             feature = tf.train.Example.FromString(raw.numpy()).features.feature
             mask = np.asarray(Image.open(io.BytesIO(feature["image/segmentation/class/encoded"].bytes_list.value[0])))
             served = serve(image_bytes=tf.constant([feature["image/encoded"].bytes_list.value[0]]))

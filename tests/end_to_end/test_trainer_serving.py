@@ -51,7 +51,7 @@ def _test_images(out):
     manifest = json.loads((out / "manifest.json").read_text())
     images = []
     for shard in manifest["splits"]["test"]["shards"]:
-        for raw in tf.data.TFRecordDataset(str(dataset_dir(out) / shard["path"])):
+        for raw in tf.data.TFRecordDataset(str(out / shard["path"])):
             example = tf.train.Example.FromString(raw.numpy())
             encoded = example.features.feature["image/encoded"].bytes_list.value[0]
             images.append(np.asarray(Image.open(io.BytesIO(encoded)).convert("RGB")))

@@ -164,11 +164,14 @@ def both(segmentation_run, flink_run):
 
 
 def _manifest(out):
-    return json.loads((out / "manifest.json").read_text())
+    """The manifest with its paths relative to its version folder (conftest.manifest_of)."""
+    return manifest_of(out)
 
 
 def _jsonl_lines(out, folder):
-    return Counter(line for path in sorted((dataset_dir(out) / folder).glob("*.jsonl"))
+    """The lines of a version's JSON-lines files (the class index names shards without the run's folder)."""
+    version = f"runs/{dataset_dir(out).name}/"
+    return Counter(line.replace(version, "") for path in sorted((dataset_dir(out) / folder).glob("*.jsonl"))
                    for line in path.read_text().splitlines() if line.strip())
 
 
