@@ -74,13 +74,16 @@ class _Progress:
                   file=self._stream or sys.stderr, flush=True)
 
 
-def _digests(base: str, table: dict, names: List[str], workers: int, progress: _Progress) -> dict:
-    """``{relative path: sha256, or the error reading it}`` of ``names``, ``workers`` files at a time."""
+def _digests(base: str, table: dict, names: List[str], workers: int, progress: _Progress, shards=()) -> dict:
+    """``{relative path: sha256, or the error reading it}`` of ``names``, ``workers`` files at a time; for the
+    ``shards``, ``(sha256, records counted)``."""
     from beam_pipeline.core import paths
     from beam_pipeline.io import files
 
     def one(relative: str):
         try:
+            if relative in shards:
+                return files.sha256_and_records(paths.join(base, relative))
             return files.sha256(paths.join(base, relative))
         except Exception as error:  # noqa: BLE001 - any failed read is a problem of that file, reported as one
             return error
@@ -115,13 +118,32 @@ def verify(output: str, workers: int = DEFAULT_WORKERS, progress_every: float = 
     damaged = {problem.path for problem in problems}
     names = sorted(set(table) - damaged)
     progress = _Progress(len(names), sum(table[name]["bytes"] for name in names), progress_every, stream=stream)
-    read = _digests(base, table, names, workers, progress)
+    shards = {shard["path"]: shard for entry in manifest.get("splits", {}).values() for shard in entry["shards"]}
+    read = _digests(base, table, names, workers, progress, shards)
     problems += [digests.Problem(digests.UNREADABLE, name, f"cannot be read: {error}")
                  for name, error in read.items() if isinstance(error, Exception)]
-    problems += digests.check_digests({name: table[name] for name in names if isinstance(read[name], str)},
-                                      read.__getitem__)
+    problems += _record_problems(shards, read)
+    digest_of = {name: value[0] if isinstance(value, tuple) else value for name, value in read.items()}
+    problems += digests.check_digests({name: table[name] for name in names if isinstance(digest_of[name], str)},
+                                      digest_of.__getitem__)
     return Verification(output, data_dir, len(table), digests.total_bytes(table),
                         sorted(problems, key=lambda problem: (problem.path, problem.kind)))
+
+
+def _record_problems(shards: dict, read: dict) -> list:
+    """Each shard read holds the records the manifest lists, and its deleted indices are records of it (the
+    version's live records are the others: docs/incremental.md)."""
+    from beam_pipeline.core import digests
+    problems = []
+    for path, shard in sorted(shards.items()):
+        if not isinstance(read.get(path), tuple):
+            continue
+        counted = read[path][1]
+        if counted != shard["records"]:
+            problems.append(digests.Problem(digests.RECORDS, path, f"holds {counted} records (-1: a record is cut), "
+                                                                   f"the manifest says {shard['records']}"))
+        problems += digests.deleted_problems(path, shard.get("deleted"), shard["records"])
+    return problems
 
 
 def _listing(output: str, manifest: dict, table: dict):

@@ -18,6 +18,7 @@ SIZE = "size"                # found with another size
 SHA256 = "sha256"            # found with the right size and another digest
 EXTRA = "extra"              # found in the version folder, not listed
 UNREADABLE = "unread"        # found with the right size, but reading it failed
+RECORDS = "records"          # a shard holding another number of records than listed, or bad deleted indices
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,6 +88,46 @@ def check_digests(files: Dict[str, dict], digest_of: Callable[[str], str],
             problems.append(Problem(SHA256, path, f"SHA-256 {actual[:16]}…, the manifest says "
                                                   f"{expected['sha256'][:16]}…"))
     return problems
+
+
+class RecordCounter:
+    """Counts the TFRecord records of bytes handed over a chunk at a time (the framing only: an 8-byte length,
+    its 4-byte CRC, the data, the data's 4-byte CRC); ``records`` is -1 once the framing is broken or cut."""
+
+    def __init__(self):
+        self.records = 0
+        self._need = 12                  # bytes still to read of the current header (12) or body (length + 4)
+        self._header = b""
+        self._in_header = True
+
+    def update(self, chunk: bytes) -> None:
+        position = 0
+        while position < len(chunk) and self.records >= 0:
+            take = min(self._need, len(chunk) - position)
+            if self._in_header:
+                self._header += chunk[position:position + take]
+            position += take
+            self._need -= take
+            if self._need:
+                continue
+            if self._in_header:
+                self._need = int.from_bytes(self._header[:8], "little") + 4
+                self._header, self._in_header = b"", False
+            else:
+                self.records += 1
+                self._need, self._in_header = 12, True
+
+    def total(self) -> int:
+        """The records counted, or -1 when the bytes ended inside a record."""
+        return self.records if self._in_header and self._need == 12 and not self._header else -1
+
+
+def deleted_problems(path: str, deleted, records: int) -> List[Problem]:
+    """A shard's deleted record indices must be sorted, distinct and below its record count."""
+    deleted = list(deleted or ())
+    if deleted != sorted(set(deleted)) or (deleted and (deleted[0] < 0 or deleted[-1] >= records)):
+        return [Problem(RECORDS, path, f"its deleted records {deleted[:5]}... are not distinct indices below {records}")]
+    return []
 
 
 def shard_entries(splits: Dict[str, dict]) -> Dict[str, dict]:

@@ -27,7 +27,7 @@ def count_outcomes(counted: Iterable[Tuple[Tuple[str, str], int]]) -> Dict[str, 
 
 
 def _shard_order(shard: dict):
-    return shard["split"], shard["group"], shard["index"]
+    return shard["split"], shard["group"], shard["path"]        # a kept shard's path names its run
 
 
 def _add(totals: List[int], values) -> List[int]:
@@ -50,19 +50,21 @@ def summarise_splits(shards: List[dict], task: str, num_classes: int) -> Dict[st
             "num_examples": 0, "num_images": 0, "num_bytes": 0, "class_images": [0] * num_classes,
             "class_pixels": [0] * num_classes if task == "segmentation" else [], "ignore_pixels": 0,
             "shards": []})
-        entry["num_examples"] += shard["records"]
+        live = shard["records"] - len(shard.get("deleted") or ())
+        entry["num_examples"] += live
         entry["num_images"] += shard["originals"]
         entry["num_bytes"] += shard["bytes"]
         entry["class_images"] = _add(entry["class_images"], shard["class_images"])
         entry["class_pixels"] = _add(entry["class_pixels"], shard["class_pixels"])
         entry["ignore_pixels"] += shard["ignore_pixels"]
         entry["shards"].append({**{k: _plain(shard[k]) for k in _SHARD_FIELDS},
-                                **{k: shard[k] for k in _SHARD_FILES if shard.get(k)}})
+                                **{k: shard[k] for k in _SHARD_FILES if shard.get(k)},
+                                **({"deleted": list(shard["deleted"]), "live": live} if shard.get("deleted") else {})})
         if shard["stratum"] >= 0:
             strata = entry.setdefault("strata", {})
             stratum = strata.setdefault(shard["stratum"], {"class": shard["stratum"], "num_examples": 0,
                                                            "repeat_weight": 0.0, "shards": []})
-            stratum["num_examples"] += shard["records"]
+            stratum["num_examples"] += live
             stratum["repeat_weight"] += shard["repeat_weight"]
             stratum["shards"].append(shard["path"])
     for entry in splits.values():
@@ -125,7 +127,8 @@ def build_manifest(*, task: str, num_classes: int, ignore_label, class_names, sh
                    outcome_counts: Dict[str, Dict[str, int]], discovered: int, options: dict,
                    versions: Dict[str, str], rejects_files: List[str], stats: Optional[dict] = None,
                    balance: Optional[dict] = None, class_index_files: Iterable[str] = (),
-                   lineage: Optional[dict] = None, mask_map=None, label_map=None, version: str = "") -> dict:
+                   lineage: Optional[dict] = None, mask_map=None, label_map=None, version: str = "",
+                   record_layout: str = "") -> dict:
     """The manifest as a JSON-ready dict; raises CountsDoNotReconcile when the books do not balance.
 
     ``mask_map`` / ``label_map`` (core/label_maps.py): the map the run read its masks or labels through.
@@ -174,21 +177,34 @@ def build_manifest(*, task: str, num_classes: int, ignore_label, class_names, sh
         "options": options,
         "versions": versions,
         "lineage": lineage or lineage_summary({}, None),
+        "record_layout": record_layout,
         **maps,
         "warnings": warnings,
     }
 
 
-def lineage_summary(settled: Dict[str, int], cache_folder: Optional[str]) -> dict:
+def lineage_summary(settled: Dict[str, int], cache_folder: Optional[str], shards: Iterable[dict] = (),
+                    version: str = "", rewritten: Optional[str] = None) -> dict:
     """How the run's selected pairs were settled (ValidatePairs: ``validated`` afresh, ``from_cache`` on
     their files' versions, ``rehashed``: from the cache after their bytes were hashed) and the cache it
-    used; the launcher adds ``parent_run_id``, the version the output held before (docs/cache.md)."""
+    used (docs/cache.md); which records it wrote into its own shards (``version``), kept from earlier runs'
+    shards, deleted and compacted (``settled``'s ``kept``, ``deleted``, ``compacted``: stages/reuse.py), the
+    runs whose shards it keeps, the bytes it wrote, and why nothing was kept when nothing was (``rewritten``;
+    docs/incremental.md). The launcher adds ``parent_run_id``, the version the output held before."""
+    shards = list(shards)
+    own = [s for s in shards if not version or s["path"].startswith(version + "/")]
+    reused = sorted({s["path"].split("/")[1] for s in shards if s not in own})
     return {
         "validated": settled.get("validated", 0),
         "from_cache": settled.get("from_cache", 0),
         "rehashed": settled.get("rehashed", 0),
         "cache": None if cache_folder is None else {"folder": cache_folder,
                                                      "fingerprint": cache_folder.rstrip("/").rsplit("/", 1)[-1]},
+        "records": {"written": sum(s["records"] for s in own), "kept": settled.get("kept", 0),
+                    "deleted": settled.get("deleted", 0), "compacted": settled.get("compacted", 0)},
+        "bytes_written": sum(s["bytes"] for s in own),
+        "reused_runs": reused,
+        "rewritten": rewritten,
     }
 
 

@@ -196,6 +196,7 @@ class ShardInfo(_CompactPickle):
     keys: str = ""                        # The shard's keys file (core/versions.py), relative to the output.
     class_index: str = ""                 # The shard's part of the class index ("" when it has no train record).
     side_files: Tuple[Tuple[str, int, str], ...] = ()    # (path, bytes, sha256) of the two files above.
+    deleted: Tuple[int, ...] = ()         # Record indices (0-based, in file order) the version does not hold.
 
 
 @dataclasses.dataclass(frozen=True)

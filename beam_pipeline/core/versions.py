@@ -137,3 +137,78 @@ def removable(found: Iterable[str], kept: Sequence[dict], kept_folders: Sequence
         named |= files_of(manifest)
     return sorted(path for path in found
                   if path not in named and not any(path.startswith(folder + "/") for folder in kept_folders))
+
+
+# --------------------------------------------------------------------------
+# The parent version, as a re-run reads it
+# --------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class ParentShard:
+    """A shard of the parent version: its manifest entry and its keys file."""
+    path: str
+    group: str
+    split: str
+    records: int
+    bytes: int
+    sha256: str
+    deleted: Tuple[int, ...] = ()
+    keys: str = ""
+    class_index: str = ""
+    side_files: Tuple[Tuple[str, int, str], ...] = ()   # (path, bytes, sha256) of its keys file and class index
+
+    @property
+    def live(self) -> int:
+        return self.records - len(self.deleted)
+
+
+@dataclasses.dataclass(frozen=True)
+class ParentSpec:
+    """What a re-run keeps from: the parent's shards, and how to compact (KeepParentRecords)."""
+    run_id: str
+    shards: Tuple[ParentShard, ...]
+    balance: str = "none"
+    compact: str = COMPACT_AUTO
+    target_shard_bytes: int = 128 * 1024 * 1024
+
+    def shard(self, path: str) -> ParentShard:
+        return self._by_path()[path]
+
+    def _by_path(self) -> Dict[str, ParentShard]:
+        return {shard.path: shard for shard in self.shards}
+
+
+def group_of(shard_path: str) -> str:
+    """``train`` of ``runs/<id>/train-00001-of-00004.tfrecord`` (core/sharding.shard_file_name)."""
+    return shard_path.rsplit("/", 1)[-1].rsplit("-", 3)[0]
+
+
+def parent_shards(manifest: dict) -> Tuple[ParentShard, ...]:
+    """The shards a format-3 manifest names, with their deleted records and side files."""
+    table = manifest.get("files") or {}
+    out = []
+    for split, entry in sorted(manifest.get("splits", {}).items()):
+        for shard in entry["shards"]:
+            side = tuple((path, table[path]["bytes"], table[path]["sha256"])
+                         for path in (shard.get("keys"), shard.get("class_index")) if path and path in table)
+            out.append(ParentShard(shard["path"], group_of(shard["path"]), split, shard["records"], shard["bytes"],
+                                   shard["sha256"], tuple(shard.get("deleted", ())), shard.get("keys", ""),
+                                   shard.get("class_index", ""), side))
+    return tuple(out)
+
+
+def reuse_refusal(parent: Optional[dict], layout: str) -> Optional[str]:
+    """Why a re-run writes every record afresh (None: it may keep the parent's): no parent, a parent of an older
+    format, or of another record layout (check options, decoders, rules, balancing)."""
+    if parent is None:
+        return "no published version to build on"
+    if parent.get("format_version", 1) < 3 or not parent.get("record_layout"):
+        return "the published version is of an older format"
+    if parent["record_layout"] != layout:
+        return "the published version was written with other options, decoders or rules"
+    return None
+
+
+def shard_states(spec: ParentSpec, live: Dict[str, int]) -> List[ShardState]:
+    """The parent's reusable shards after this run's decisions (``live``: records kept per shard)."""
+    return [ShardState(s.path, s.group, s.records, live.get(s.path, 0), s.bytes)
+            for s in spec.shards if reusable_group(s.group, spec.balance)]

@@ -81,6 +81,15 @@ def sha256(path: str) -> str:
     return file_entry(path)["sha256"]
 
 
+def sha256_and_records(path: str):
+    """(SHA-256, TFRecord records counted, -1 when the framing is cut) of a shard, read once in chunks."""
+    digest, counter = digests.StreamDigest(), digests.RecordCounter()
+    for chunk in _chunks(path):
+        digest.update(chunk)
+        counter.update(chunk)
+    return digest.entry()["sha256"], counter.total()
+
+
 def list_files(folder: str) -> Dict[str, int]:
     """``{path relative to folder: size}`` of every file below ``folder`` (none when it does not exist).
 

@@ -117,6 +117,11 @@ class OutputRun:
             self._release()
         return False
 
+    @property
+    def previous(self) -> Optional[dict]:
+        """The manifest published before this run (the parent of its version), or None."""
+        return self._previous
+
     def _release(self) -> None:
         if self._lock is not None:
             self._lock.release()

@@ -15,6 +15,7 @@ from beam_pipeline.core.filter_expr import FilterExpression, parse_filter
 from beam_pipeline.core.gates import DEFAULT_MAX_REJECT_FRACTION
 from beam_pipeline.core.selection import SplitSpec, parse_split
 from beam_pipeline.core.verdicts import fingerprint
+from beam_pipeline.core.versions import ParentSpec, parent_shards, record_layout, reuse_refusal
 from beam_pipeline.launcher.options import CorpusOptions, CorpusOptionsError, csv_list
 from beam_pipeline.stages.specs import (CLASS_FOLDERS, LISTING, PAIRED, BalanceSpec, CacheSpec, CheckSpec,
                                         DiscoverSpec, PublishSpec, SelectSpec, StatsSpec, WriteSpec)
@@ -72,6 +73,7 @@ class CorpusConfig:
     revalidate: bool = False
     cache_audit: float = 0.0
     maps: MapOptions = MapOptions()
+    compact: str = "auto"                   # auto | never | all (core/versions.py)
 
     @property
     def num_classes(self) -> int:
@@ -117,6 +119,18 @@ class CorpusConfig:
         folder = paths.join(self.cache_root, fingerprint(dataclasses.asdict(self.check_spec()), versions))
         return CacheSpec(folder=folder, run_id=run_id, revalidate=self.revalidate, audit=self.cache_audit)
 
+    def record_layout(self, versions: dict) -> str:
+        """What the written records' bytes and groups depend on beyond the pairs (core/versions.record_layout)."""
+        return record_layout(fingerprint(dataclasses.asdict(self.check_spec()), versions), self.balance)
+
+    def parent_spec(self, previous: Optional[dict], versions: dict) -> Tuple[Optional[ParentSpec], Optional[str]]:
+        """(what this run keeps from the published version, or None; why it keeps nothing, or None)."""
+        refusal = reuse_refusal(previous, self.record_layout(versions))
+        if refusal is not None:
+            return None, refusal
+        return ParentSpec(run_id=previous["run_id"], shards=parent_shards(previous), balance=self.balance,
+                          compact=self.compact, target_shard_bytes=self.target_shard_bytes), None
+
     def stats_spec(self, data_dir: str) -> StatsSpec:
         """``data_dir``: this run's version folder (core/layout.py)."""
         return StatsSpec(data_dir=data_dir, task=self.task, num_classes=self.num_classes,
@@ -129,12 +143,14 @@ class CorpusConfig:
         return WriteSpec(data_dir=data_dir, check=self.check_spec(), target_shard_bytes=self.target_shard_bytes,
                          version=layout.version_entry(data_dir))
 
-    def publish_spec(self, data_dir: str, cache: CacheSpec = CacheSpec()) -> PublishSpec:
+    def publish_spec(self, data_dir: str, cache: CacheSpec = CacheSpec(), record_layout_digest: str = "",
+                     rewritten: Optional[str] = None) -> PublishSpec:
         return PublishSpec(data_dir=data_dir, task=self.task, num_classes=self.num_classes,
                            ignore_label=self.limits.ignore_label, class_names=self.class_names,
                            balance=self.balance_spec(), cache_folder=cache.folder,
                            mask_map=self.limits.mask_map, label_map=self.limits.label_map,
-                           version=layout.version_entry(data_dir))
+                           version=layout.version_entry(data_dir), record_layout=record_layout_digest,
+                           rewritten=rewritten)
 
 
 def _fail(message: str):
@@ -250,6 +266,7 @@ def to_config(opts: PipelineOptions) -> CorpusConfig:
         revalidate=o.revalidate,
         cache_audit=o.cache_audit,
         maps=maps,
+        compact=o.compact,
     )
 
 

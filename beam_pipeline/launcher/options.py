@@ -14,6 +14,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 from beam_pipeline import console
 from beam_pipeline.core.gates import DEFAULT_MAX_REJECT_FRACTION
 from beam_pipeline.core.label_maps import shipped_help
+from beam_pipeline.launcher.rerun_options import add_rerun_arguments
 
 DEFAULT_TARGET_SHARD_BYTES = 128 * 1024 * 1024
 
@@ -205,26 +206,7 @@ class CorpusOptions(PipelineOptions):
             "--mask_formats", default="png",
             help="Allowed mask formats, detected from content: png (default), or png,tiff for 8- and 16-bit "
                  "single-channel TIFF masks (remote sensing, medical). Masks are stored as 8-bit PNG of class ids.")
-        cache = parser.add_argument_group("verdict cache (docs/cache.md)")
-        cache.add_argument(
-            "--cache_dir", default=None,
-            help="Where the verdict cache lives: every validated pair's verdict and summary, keyed by its files' "
-                 "content and the options that change a check, so that a later run reuses them instead of decoding "
-                 "the pair again (a run on a grown corpus, a re-run after a kill). Default OUTPUT/cache, which "
-                 "re-running the same command with --overwrite uses with no new flag. Local, gs:// or s3://; one "
-                 "cache per output.")
-        cache.add_argument(
-            "--no_cache", dest="use_cache", action="store_false", default=True,
-            help="Validate every pair afresh, and neither read nor write the verdict cache.")
-        cache.add_argument(
-            "--revalidate", action="store_true", default=False,
-            help="Read and hash every selected file, and reuse a cached verdict only for the very same bytes: for "
-                 "files changed in ways their size, modification time, inode and ctime (or object generation, "
-                 "ETag) do not show. Costs a read of every file, not a decode.")
-        cache.add_argument(
-            "--cache_audit", type=float, default=0.0,
-            help="The share (0..1) of cache hits whose files are read and hashed all the same, drawn anew each run, "
-                 "as a sampled check of the pre-key. Default 0.")
+        add_rerun_arguments(parser)
         output = parser.add_argument_group("console")
         console.add_log_level_arguments(output)
         output.add_argument(

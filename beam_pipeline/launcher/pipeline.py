@@ -22,6 +22,7 @@ from beam_pipeline.stages.balance_split import BalanceTrainSplit
 from beam_pipeline.stages.counters import SHUFFLE, counter_total
 from beam_pipeline.stages.discover import ReadCorpus
 from beam_pipeline.stages.publish import PublishOutputs, read_result
+from beam_pipeline.stages.reuse import KeepParentRecords
 from beam_pipeline.stages.select import SelectSubset
 from beam_pipeline.stages.validate import DeduplicatePairs, ValidatePairs
 from beam_pipeline.stages.specs import CacheSpec, ShuffleSpec
@@ -51,10 +52,11 @@ def _count_refusals(counts, discovered: int, valid: int):
 
 def build_pipeline(p: beam.Pipeline, config: CorpusConfig, split_spec: SplitSpec, options: dict,
                    versions: dict, temp_dir: str, data_dir: str, shuffle: ShuffleSpec = ShuffleSpec(),
-                   cache: CacheSpec = CacheSpec()):
+                   cache: CacheSpec = CacheSpec(), previous: Optional[dict] = None):
     """Add every step to ``p``, writing into ``data_dir`` (the run's version folder, core/layout.py);
-    records cross the shuffles as ``shuffle`` says (stages/shuffle.py), and verdicts are reused from and
-    kept in ``cache`` (docs/cache.md).
+    records cross the shuffles as ``shuffle`` says (stages/shuffle.py), verdicts are reused from and
+    kept in ``cache`` (docs/cache.md), and the records of ``previous`` (the published version's manifest)
+    that did not change are kept where it holds them (docs/incremental.md).
 
     Returns the PCollection holding the pending manifest's path (beam_pipeline/stages/publish.py).
     """
@@ -69,8 +71,6 @@ def build_pipeline(p: beam.Pipeline, config: CorpusConfig, split_spec: SplitSpec
     # PairRef with split | rejected Outcome | ((FILTERED, reason), n): the inputs filtered out, counted
     valid, invalid, settled = selected | "ValidatePairs" >> ValidatePairs(config.check_spec(), cache, shuffle)
     # ValidPair | rejected Outcome | (how, n): pairs validated afresh, reused from the cache, reused after a hash
-    lineage = settled | "CountSettled" >> beam.CombinePerKey(sum)
-    # (how, n) for the whole run
     unique, duplicates = valid | "DeduplicatePairs" >> DeduplicatePairs(shuffle)
     # ValidPair (one per content) | duplicate Outcome
     early_rejects = ((unpaired, dropped, invalid)
@@ -102,14 +102,29 @@ def build_pipeline(p: beam.Pipeline, config: CorpusConfig, split_spec: SplitSpec
     # Refusal when the growth is above --max_growth
     refusals = (count_refusals, reject_refusals, growth_refusals) | "MergeRefusals" >> beam.Flatten()
     # Refusal of any gate: then no shard is written and nothing is published
-    shards, changed = balanced | "WriteShards" >> WriteShards(config.write_spec(data_dir), refusals, shuffle)
+    parent, rewritten = config.parent_spec(previous, versions)
+    if parent is not None:
+        to_write, kept, version_counts = balanced | "KeepParentRecords" >> KeepParentRecords(
+            parent, config.output, config.num_classes, shuffle)
+        # ValidPair to write (new, changed, compacted) | ShardInfo of a parent shard kept | (kept|deleted|compacted, n)
+    else:
+        to_write = balanced
+        kept = p | "NoKeptShards" >> beam.Create([])
+        version_counts = p | "NoVersionCounts" >> beam.Create([])
+    written, changed = to_write | "WriteShards" >> WriteShards(config.write_spec(data_dir), refusals, shuffle)
     # ShardInfo (its keys file and class index part written beside it) | rejected Outcome (changed since validation)
+    shards = (written, kept) | "AllShards" >> beam.Flatten()
+    # ShardInfo of every shard of the version: this run's and the parent's it keeps
     outcomes = ((unpaired, dropped, invalid, duplicates, changed)
                 | "MergeOutcomes" >> beam.Flatten())
     # Outcome: everything discovered and not written, but the inputs filtered out (counted in ``filtered``)
     real_stats = stats | "DropEmptyStats" >> beam.Filter(bool)
+    lineage = ((settled, version_counts) | "SettledAndVersioned" >> beam.Flatten()
+               | "CountLineage" >> beam.CombinePerKey(sum))
+    # (how, n) for the whole run: validated, from the cache, rehashed; records kept, deleted, compacted
+    publish = config.publish_spec(data_dir, cache, config.record_layout(versions), rewritten)
     return ((shards, outcomes, filtered, discovered, real_stats, transform_written, refusals, lineage)
-            | "PublishOutputs" >> PublishOutputs(config.publish_spec(data_dir, cache), options, versions))
+            | "PublishOutputs" >> PublishOutputs(publish, options, versions))
 
 
 def step_files(data_dir: str) -> Dict[str, str]:
@@ -155,7 +170,8 @@ def run(argv: Optional[List[str]] = None) -> dict:
         try:
             p = beam.Pipeline(runner=runners.runner(launched.options), options=launched.options)
             build_pipeline(p, config, launched.split, run_options, versions,
-                           launch.temp_dir(launched.options, data_dir), data_dir, shuffle, cache_spec)
+                           launch.temp_dir(launched.options, data_dir), data_dir, shuffle, cache_spec,
+                           output_run.previous)
             result = watch.run_and_watch(p, launched.options)     # a progress bar, lines, or where to watch
             pending = read_result(data_dir)
             timing = {"started": output_run.started, "pipeline_seconds": round(time.monotonic() - started, 1)}

@@ -40,6 +40,7 @@ class ShardRef:
     records: int
     bytes: int
     class_images: Tuple[int, ...]
+    deleted: Tuple[int, ...] = ()        # record indices the version does not hold (docs/incremental.md)
 
 
 @dataclasses.dataclass
@@ -90,7 +91,8 @@ def display_name(c: int, names: Sequence[str]) -> str:
 
 
 def manifest_shards(manifest: dict) -> List[ShardRef]:
-    return [ShardRef(split, shard["path"], shard["records"], shard["bytes"], tuple(shard["class_images"]))
+    return [ShardRef(split, shard["path"], shard["records"], shard["bytes"], tuple(shard["class_images"]),
+                     tuple(shard.get("deleted") or ()))
             for split, entry in sorted(manifest["splits"].items()) for shard in entry["shards"]]
 
 

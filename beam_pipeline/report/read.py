@@ -227,15 +227,19 @@ def sample_shards(output: str, manifest: dict, limits: data.ReportLimits):
             break
         sample.shards.append(shard.path)
         read_before = sample.records
+        deleted, index = set(shard.deleted), -1
         for serialized in _batches(layout.resolve(output, manifest, shard.path), remaining, sample):
             for record in _records(decoder.DecodeBatch(serialized), serialized):
+                index += 1
+                if index in deleted:                 # not in this version (docs/incremental.md)
+                    continue
                 sample.records += 1
                 if record["copy"]:
                     continue
                 sample.originals += 1
                 sample.sizes[(record["width"], record["height"])] += 1
                 gallery.offer(record, shard.split, shard.path)
-        if sample.records - read_before < shard.records:
+        if sample.records - read_before < shard.records - len(deleted):
             sample.complete = False
     return sample, gallery.result()
 

@@ -131,8 +131,8 @@ class FinalizeFn(beam.DoFn):
             outcome_counts=count_outcomes(counts), discovered=discovered, options=self._options,
             versions=self._versions, rejects_files=[rejects], stats=stats, balance=spec.balance.as_dict(),
             class_index_files=[shard.class_index for shard in shards if shard.class_index],
-            lineage=lineage_summary(settled, spec.cache_folder), mask_map=spec.mask_map, label_map=spec.label_map,
-            version=version)
+            lineage=lineage_summary(settled, spec.cache_folder, shard_dicts, version, spec.rewritten),
+            mask_map=spec.mask_map, label_map=spec.label_map, version=version, record_layout=spec.record_layout)
         table.update(digests.shard_entries(manifest["splits"]))
         for shard in shards:
             table.update({path: {"bytes": size, "sha256": sha} for path, size, sha in shard.side_files})
@@ -151,7 +151,7 @@ class FinalizeFn(beam.DoFn):
 
 
 def _shard_order(shard):
-    return shard.split, shard.group, shard.index
+    return shard.split, shard.group, shard.path             # a kept shard's path names its run
 
 
 class PublishOutputs(beam.PTransform):

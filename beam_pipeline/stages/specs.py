@@ -121,3 +121,5 @@ class PublishSpec:
     mask_map: Optional[MaskMap] = None       # the maps the run read masks or labels through (core/label_maps.py)
     label_map: Optional[LabelMap] = None
     version: str = ""                        # data_dir as manifests name it (runs/<run_id>): see core/layout.py
+    record_layout: str = ""                  # what the records' bytes depend on (core/versions.record_layout)
+    rewritten: Optional[str] = None          # why no parent record is kept (None: the parent's are kept)

@@ -1,0 +1,32 @@
+"""The options of re-runs: the verdict cache (docs/cache.md) and versions that keep their parent's shards
+(docs/incremental.md). Part of CorpusOptions (launcher/options.py), which calls :func:`add_rerun_arguments`."""
+
+
+def add_rerun_arguments(parser) -> None:
+    cache = parser.add_argument_group("verdict cache (docs/cache.md)")
+    cache.add_argument(
+        "--cache_dir", default=None,
+        help="Where the verdict cache lives: every validated pair's verdict and summary, keyed by its files' "
+             "content and the options that change a check, so that a later run reuses them instead of decoding "
+             "the pair again (a run on a grown corpus, a re-run after a kill). Default OUTPUT/cache, which "
+             "re-running the same command with --overwrite uses with no new flag. Local, gs:// or s3://; one "
+             "cache per output.")
+    cache.add_argument(
+        "--compact", default="auto", choices=("auto", "never", "all"),
+        help="A re-run keeps the records of its parent version's shards that did not change, writes new shards "
+             "for the rest, and records the parent's records that are gone as deleted (docs/incremental.md). "
+             "auto (default): a kept shard with less than half of its records live, and a group's shards under "
+             "a quarter of --target_shard_bytes once there are more than 4, are written again into full ones. "
+             "never: keep every shard. all: write every record again, as a fresh run (the same shard bytes).")
+    cache.add_argument(
+        "--no_cache", dest="use_cache", action="store_false", default=True,
+        help="Validate every pair afresh, and neither read nor write the verdict cache.")
+    cache.add_argument(
+        "--revalidate", action="store_true", default=False,
+        help="Read and hash every selected file, and reuse a cached verdict only for the very same bytes: for "
+             "files changed in ways their size, modification time, inode and ctime (or object generation, "
+             "ETag) do not show. Costs a read of every file, not a decode.")
+    cache.add_argument(
+        "--cache_audit", type=float, default=0.0,
+        help="The share (0..1) of cache hits whose files are read and hashed all the same, drawn anew each run, "
+             "as a sampled check of the pre-key. Default 0.")
