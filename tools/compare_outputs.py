@@ -15,45 +15,72 @@ compared with its root replaced by the expected one.
 """
 
 import json
+import re
 import sys
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 RUN_DEPENDENT = ("report.html", "rejects/", "class_index/", "transform/transform_fn/saved_model.pb",
                  "transform/transform_fn/fingerprint.pb")
 RUN_ENTRIES = ("options", "versions", "rejects", "class_index", "run_id", "data_dir", "transform_dir",
                "retained_run_ids", "timing", "files", "lineage")
+_RUN_FOLDER = re.compile(r"runs/\d{8}T\d{6}Z-[0-9a-f]{8}/")
+
+
+def _raw(out: Path) -> dict:
+    return json.loads((Path(out) / "manifest.json").read_text())
 
 
 def manifest_of(out: Path) -> dict:
-    """The published manifest, its paths made relative to its version folder (format 3 names them relative to
-    the output folder, with the run's id in them: two runs' manifests are compared without it)."""
-    manifest = json.loads((Path(out) / "manifest.json").read_text())
-    if manifest.get("format_version", 1) >= 3:
-        return _without_prefix(manifest, manifest["data_dir"] + "/")
-    return manifest
+    """The published manifest, its paths without the run folders in them: format 3 names every path relative to
+    the output folder (``runs/<run_id>/...``), and a version may keep shards of earlier runs; two outputs are
+    compared by the names and bytes of what they hold, wherever a run put it."""
+    manifest = _raw(out)
+    return _without_runs(manifest) if manifest.get("format_version", 1) >= 3 else manifest
 
 
-def _without_prefix(value, prefix: str):
+def _without_runs(value):
     if isinstance(value, str):
-        return value[len(prefix):] if value.startswith(prefix) else value
+        return _RUN_FOLDER.sub("", value)
     if isinstance(value, list):
-        return [_without_prefix(item, prefix) for item in value]
+        return [_without_runs(item) for item in value]
     if isinstance(value, dict):
-        return {_without_prefix(key, prefix): _without_prefix(item, prefix) for key, item in value.items()}
+        return {_without_runs(key): _without_runs(item) for key, item in value.items()}
     return value
+
+
+def _locations(out: Path) -> Dict[str, Path]:
+    """``{path as manifest_of names it: the file}`` of every file the manifest lists."""
+    manifest = _raw(out)
+    base = Path(out) if manifest.get("format_version", 1) >= 3 else dataset_dir(out)
+    return {_without_runs(path): base / path for path in manifest.get("files", {})}
 
 
 def dataset_dir(out: Path) -> Path:
     """The version folder the output's manifest.json names (``out/runs/<run_id>``)."""
-    return Path(out) / manifest_of(out)["data_dir"]
+    return Path(out) / _raw(out)["data_dir"]
 
 
 def sorted_lines(folder: Path, pattern: str, roots: Optional[Tuple[str, str]] = None) -> List[str]:
     """The lines of the files matching ``pattern``, sorted; ``roots=(old, new)`` rewrites input paths first."""
     lines = (line for path in sorted(Path(folder).glob(pattern)) for line in path.read_text().splitlines())
-    version = f"runs/{Path(folder).name}/"         # the class index names shards relative to the output folder
-    return sorted((line.replace(*roots) if roots else line).replace(version, "") for line in lines)
+    return sorted(_without_runs(line.replace(*roots) if roots else line) for line in lines)
+
+
+def listed_lines(out: Path, entry: str, roots: Optional[Tuple[str, str]] = None) -> List[str]:
+    """The sorted lines of the files the manifest lists under ``entry`` (``rejects``, ``class_index``), without
+    the run folders they name; a shard's deleted records' class-index lines are left out."""
+    manifest = _raw(out)
+    base = Path(out) if manifest.get("format_version", 1) >= 3 else dataset_dir(out)
+    deleted = {shard["path"]: set(shard.get("deleted") or ()) for entry_ in manifest.get("splits", {}).values()
+               for shard in entry_["shards"]}
+    lines = []
+    for path in manifest.get(entry) or []:
+        for line in (base / path).read_text().splitlines():
+            if entry == "class_index" and json.loads(line)["record"] in deleted.get(json.loads(line)["shard"], ()):
+                continue
+            lines.append(_without_runs(line.replace(*roots) if roots else line))
+    return sorted(lines)
 
 
 def differences(expected_dir: Path, actual_dir: Path,
@@ -67,22 +94,18 @@ def differences(expected_dir: Path, actual_dir: Path,
             found.append(f"manifest.json {key}: {expected.get(key)!r} != {actual.get(key)!r}"[:500])
     if sorted(actual["files"]) != sorted(expected["files"]):
         found.append(f"the files tables list other files: {sorted(set(expected['files']) ^ set(actual['files']))}")
-    expected_data, actual_data = dataset_dir(expected_dir), dataset_dir(actual_dir)
+    expected_files, actual_files = _locations(expected_dir), _locations(actual_dir)
     for path, entry in sorted(expected["files"].items()):
         if path.startswith(RUN_DEPENDENT) or path not in actual["files"]:
             continue
-        if actual["files"][path] != entry or (actual_data / path).read_bytes() != (expected_data / path).read_bytes():
+        if actual["files"][path] != entry or actual_files[path].read_bytes() != expected_files[path].read_bytes():
             found.append(f"{path} differs")
-    stats = [folder / "stats.json" for folder in (expected_data, actual_data)]
+    stats = [dataset_dir(out) / "stats.json" for out in (expected_dir, actual_dir)]
     if stats[0].exists() and json.loads(stats[1].read_text()) != json.loads(stats[0].read_text()):
         found.append("stats.json differs")
-    for pattern in ("rejects/*", "class_index/*"):
-        if sorted_lines(actual_data, pattern, roots if pattern.startswith("rejects") else None) != \
-                sorted_lines(expected_data, pattern):
-            found.append(f"{pattern.split('/')[0]} hold other lines")
-    shard_names = [sorted(p.name for p in folder.glob("*.tfrecord")) for folder in (expected_data, actual_data)]
-    if shard_names[0] != shard_names[1]:
-        found.append("the version folders hold other shards")
+    for entry in ("rejects", "class_index"):
+        if listed_lines(actual_dir, entry, roots if entry == "rejects" else None) != listed_lines(expected_dir, entry):
+            found.append(f"{entry} hold other lines")
     return found
 
 

@@ -49,7 +49,7 @@ def summarise_splits(shards: List[dict], task: str, num_classes: int) -> Dict[st
         entry = splits.setdefault(shard["split"], {
             "num_examples": 0, "num_images": 0, "num_bytes": 0, "class_images": [0] * num_classes,
             "class_pixels": [0] * num_classes if task == "segmentation" else [], "ignore_pixels": 0,
-            "shards": []})
+            "repeat_weight": 0.0, "class_repeat_weight": [0.0] * num_classes, "shards": []})
         live = shard["records"] - len(shard.get("deleted") or ())
         entry["num_examples"] += live
         entry["num_images"] += shard["originals"]
@@ -57,6 +57,8 @@ def summarise_splits(shards: List[dict], task: str, num_classes: int) -> Dict[st
         entry["class_images"] = _add(entry["class_images"], shard["class_images"])
         entry["class_pixels"] = _add(entry["class_pixels"], shard["class_pixels"])
         entry["ignore_pixels"] += shard["ignore_pixels"]
+        entry["repeat_weight"] += shard.get("repeat_weight", 0.0)
+        entry["class_repeat_weight"] = _add(entry["class_repeat_weight"], shard.get("class_repeat_weight") or ())
         entry["shards"].append({**{k: _plain(shard[k]) for k in _SHARD_FIELDS},
                                 **{k: shard[k] for k in _SHARD_FILES if shard.get(k)},
                                 **({"deleted": list(shard["deleted"]), "live": live} if shard.get("deleted") else {})})
@@ -108,6 +110,11 @@ def balance_summary(balance: dict, stats: Optional[dict], train: Optional[dict],
             for c in range(len(expected)):
                 expected[c] += stratum["weight"] * sum(s["class_images"][c] for s in members) / max(n, 1)
         summary["after"] = {"sampling": "strata", "class_image_share": expected}
+    if balance.get("method") == "training":          # the trainer repeats each image r times per epoch
+        weight = train["repeat_weight"]
+        summary["growth"] = weight / train["num_images"] if train["num_images"] else 1.0
+        summary["after"] = {"sampling": "training", "records_per_epoch": weight,
+                            "class_image_share": _shares(train["class_repeat_weight"], weight)}
     return summary
 
 

@@ -197,6 +197,7 @@ class ShardInfo(_CompactPickle):
     class_index: str = ""                 # The shard's part of the class index ("" when it has no train record).
     side_files: Tuple[Tuple[str, int, str], ...] = ()    # (path, bytes, sha256) of the two files above.
     deleted: Tuple[int, ...] = ()         # Record indices (0-based, in file order) the version does not hold.
+    class_repeat_weight: Tuple[float, ...] = ()   # The live records' repeat factors summed per class they hold.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -215,8 +216,12 @@ class ClassTally:
         self._segmentation = False
         self.ignore = 0
         self._sources = {}                 # mapped masks' source value -> [pixels, images], originals only
+        self._weighted = [0.0] * num_classes   # the records' repeat factors summed per class they hold
 
     def add(self, pair: ValidPair) -> None:
+        for c in pair.present_classes:
+            if 0 <= c < len(self._weighted):
+                self._weighted[c] += pair.repeat_factor
         if pair.class_pixels:
             self._segmentation = True
             for c, count in enumerate(pair.class_pixels):
@@ -237,6 +242,9 @@ class ClassTally:
 
     def pixels(self) -> Tuple[int, ...]:
         return tuple(self._pixels) if self._segmentation else ()
+
+    def weighted(self) -> Tuple[float, ...]:
+        return tuple(self._weighted)
 
     def mask_values(self) -> Tuple[Tuple[int, int, int], ...]:
         return tuple((source, pixels, images) for source, (pixels, images) in sorted(self._sources.items()))

@@ -61,7 +61,7 @@ class CorpusConfig:
     overwrite: bool
     sample_points_per_class: int = 8
     compute_stats: bool = True
-    balance: str = "repeat_factor"
+    balance: str = "training"
     balance_threshold: float = 0.5
     max_growth: float = 2.0
     allow_local_paths: bool = False

@@ -120,12 +120,14 @@ class CorpusOptions(PipelineOptions):
             "--no_stats", dest="compute_stats", action="store_false", default=True,
             help="Skip the tf.Transform statistics (transform/, stats.json) and therefore balancing.")
         group.add_argument(
-            "--balance", default="repeat_factor", choices=("none", "repeat_factor", "strata"),
-            help="Image-level class balancing of the train split (val and test are never resampled). "
-                 "repeat_factor: LVIS repeat-factor sampling, writing r copies of an image whose rarest "
-                 "class has presence f (r = max(1, sqrt(t / f))), spread over different shards. strata: no "
-                 "copies; train shards are grouped by each image's rarest class and manifest.json gets "
-                 "sampling weights for tf.data.Dataset.sample_from_datasets. none: write as found.")
+            "--balance", default="training", choices=("training", "none", "repeat_factor", "strata"),
+            help="Image-level class balancing of the train split (val and test are never resampled). training "
+                 "(default): the shards hold each image once, and the trainer repeats an image r times per epoch, "
+                 "r = max(1, sqrt(t / f)) for its rarest class of presence f (LVIS repeat factors; the summary says "
+                 "how many records an epoch gets). repeat_factor: those r copies are written into the shards, for "
+                 "readers other than this trainer; it rewrites the train split on every run. strata: train shards "
+                 "grouped by each image's rarest class, with sampling weights in manifest.json for "
+                 "tf.data.Dataset.sample_from_datasets; also rewritten on every run. none: write as found.")
         group.add_argument(
             "--balance_threshold", type=float, default=0.5,
             help="The repeat-factor threshold t: classes present in fewer than a fraction t of the train "

@@ -112,7 +112,10 @@ def _balance_line(balance: dict) -> str:
         return f"balance: {balance.get('method', 'none')}"
     line = f"balance: {balance['method']} (t={balance['threshold']:g})"
     after = balance["after"]
-    if "growth" in balance and after.get("sampling") != "strata":
+    if after.get("sampling") == "training":
+        line += (f": the trainer repeats images of rare classes, about {after['records_per_epoch']:,.0f} records per "
+                 f"epoch from {balance['before']['images']:,} train images ({balance['growth']:.2f}x)")
+    elif "growth" in balance and after.get("sampling") != "strata":
         line += f", train grows {balance['growth']:.2f}x ({after['records']} records)"
     return line
 

@@ -252,7 +252,8 @@ def class_distributions(manifest: dict, kind: str) -> Dict[str, List[float]]:
     if field in balance.get("before", {}):
         series["train before balancing"] = balance["before"][field]
         if field in balance.get("after", {}):
-            sampling = " (strata sampling)" if balance["after"].get("sampling") == "strata" else ""
+            sampling = {"strata": " (strata sampling)", "training": " (the trainer's repeat factors)"}.get(
+                balance["after"].get("sampling"), "")
             series["train after balancing" + sampling] = balance["after"][field]
     balanced_train = len(series) == 2
     for split, entry in sorted(manifest["splits"].items()):

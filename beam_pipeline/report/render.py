@@ -187,7 +187,11 @@ def balance_section(report: data.ReportData, colours) -> str:
     facts = [f"method <b>{esc(balance['method'])}</b>"]
     facts += [f"{key.replace('_', ' ')} <b>{esc(balance[key])}</b>" for key in ("threshold", "max_growth")
               if key in balance]
-    if "growth" in balance:
+    if (balance.get("after") or {}).get("sampling") == "training":
+        facts.append(f"the trainer repeats images of rare classes: about <b>{balance['after']['records_per_epoch']:,.0f}"
+                     f"</b> records per epoch (<b>{balance['growth']:.3f}×</b> the train images; the shards hold each "
+                     "image once)")
+    elif "growth" in balance:
         facts.append(f"train grows <b>{balance['growth']:.3f}×</b>")
     body = f"<p>{', '.join(facts)}</p>"
     strata = (manifest["splits"].get("train") or {}).get("strata")

@@ -1,7 +1,8 @@
 """BalanceTrainSplit: image-level class balancing of the train split, from the tf.Transform stats.
 
 Input: unique ValidPair, and the stats dict as a side input. Output: ValidPair
-(main), where each train image either appears ``copies_for(key, r)`` times
+(main), where each train image carries its repeat factor r for the trainer to
+apply (``--balance training``, the default), appears ``copies_for(key, r)`` times
 (``--balance repeat_factor``: LVIS repeat-factor sampling, the fraction
 resolved by a stable hash) or carries its stratum, the rarest class it
 contains (``--balance strata``). Val and test pass unchanged. Also the train
@@ -40,7 +41,9 @@ class ExpandTrainFn(beam.DoFn):
         else:
             factors = repeat_factors(stats, self._spec.threshold)
             factor = image_repeat_factor(pair.present_classes, factors)
-            if self._spec.method == "strata":
+            if self._spec.method == "training":        # the trainer repeats it (trainer/balance.py)
+                yield dataclasses.replace(pair, repeat_factor=factor)
+            elif self._spec.method == "strata":
                 yield dataclasses.replace(pair, stratum=rarest_class(pair.present_classes, factors),
                                           repeat_factor=factor)
             else:

@@ -120,6 +120,8 @@ class ShardVersionFn(beam.DoFn):
                         records=shard.records, bytes=shard.bytes, sha256=shard.sha256,
                         originals=sum(1 for _, pair in kept if pair.copy == 0), class_images=tally.images(),
                         class_pixels=tally.pixels(), ignore_pixels=tally.ignore, mask_values=tally.mask_values(),
+                        repeat_weight=sum(pair.repeat_factor for _, pair in kept),
+                        class_repeat_weight=tally.weighted(),
                         keys=shard.keys, class_index=shard.class_index, side_files=shard.side_files,
                         deleted=tuple(versions.merged_deleted(shard.deleted, deleted)))
 

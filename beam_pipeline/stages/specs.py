@@ -91,7 +91,7 @@ class StatsSpec:
 @dataclasses.dataclass(frozen=True)
 class BalanceSpec:
     """Class balancing of the train split (BalanceTrainSplit, the growth check, manifest.json)."""
-    method: str = "repeat_factor"            # none | repeat_factor | strata
+    method: str = "training"                 # training | none | repeat_factor | strata
     threshold: float = 0.5
     max_growth: float = 2.0
 

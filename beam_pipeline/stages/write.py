@@ -147,7 +147,8 @@ class WriteShardFn(counters.CountingDoFn):
                         records=records, bytes=written_bytes, sha256=digest.hexdigest(), originals=originals,
                         class_images=tally.images(), class_pixels=tally.pixels(), ignore_pixels=tally.ignore,
                         stratum=-1 if stratum is None else stratum, repeat_weight=weight,
-                        mask_values=tally.mask_values(), keys=side.get(KEYS_DIR, ("",))[0],
+                        mask_values=tally.mask_values(), class_repeat_weight=tally.weighted(),
+                        keys=side.get(KEYS_DIR, ("",))[0],
                         class_index=side.get(CLASS_INDEX_DIR, ("",))[0], side_files=tuple(side.values()))
 
     def _records_in_order(self, ordered: Iterable[ValidPair]) -> Iterator[Tuple[ValidPair, object]]:
