@@ -53,7 +53,7 @@ def summarise_splits(shards: List[dict], task: str, num_classes: int) -> Dict[st
         live = shard["records"] - len(shard.get("deleted") or ())
         entry["num_examples"] += live
         entry["num_images"] += shard["originals"]
-        entry["num_bytes"] += shard["bytes"]
+        entry["num_bytes"] += shard["bytes"] if shard.get("live_bytes", -1) < 0 else shard["live_bytes"]
         entry["class_images"] = _add(entry["class_images"], shard["class_images"])
         entry["class_pixels"] = _add(entry["class_pixels"], shard["class_pixels"])
         entry["ignore_pixels"] += shard["ignore_pixels"]
@@ -61,7 +61,8 @@ def summarise_splits(shards: List[dict], task: str, num_classes: int) -> Dict[st
         entry["class_repeat_weight"] = _add(entry["class_repeat_weight"], shard.get("class_repeat_weight") or ())
         entry["shards"].append({**{k: _plain(shard[k]) for k in _SHARD_FIELDS},
                                 **{k: shard[k] for k in _SHARD_FILES if shard.get(k)},
-                                **({"deleted": list(shard["deleted"]), "live": live} if shard.get("deleted") else {})})
+                                **({"deleted": list(shard["deleted"]), "live": live, "live_bytes": shard["live_bytes"]}
+                                   if shard.get("deleted") else {})})
         if shard["stratum"] >= 0:
             strata = entry.setdefault("strata", {})
             stratum = strata.setdefault(shard["stratum"], {"class": shard["stratum"], "num_examples": 0,

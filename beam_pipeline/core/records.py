@@ -198,6 +198,7 @@ class ShardInfo(_CompactPickle):
     side_files: Tuple[Tuple[str, int, str], ...] = ()    # (path, bytes, sha256) of the two files above.
     deleted: Tuple[int, ...] = ()         # Record indices (0-based, in file order) the version does not hold.
     class_repeat_weight: Tuple[float, ...] = ()   # The live records' repeat factors summed per class they hold.
+    live_bytes: int = -1                  # The live records' framed bytes (-1: all of the file's, none deleted).
 
 
 @dataclasses.dataclass(frozen=True)

@@ -16,9 +16,10 @@ A re-run into an output whose current version (the *parent*) was written with th
    many small shards that successive runs leave in a group, are written again into new shards, and those
    shards leave the version.
 
-A record is known by two digests, kept in its shard's keys file (one line per record, in file order):
-its *key* (the pair's stable key and repeat copy) and its *content* (its files' digests, label, source id,
-split and shard group). Records of the same key and content have the same bytes under the same layout.
+A record is known by two digests, kept in its shard's keys file (one line per record, in file order, with
+the record's framed size): its *key* (the pair's stable key and repeat copy) and its *content* (its files'
+digests, label, source id, split and shard group). Records of the same key and content have the same bytes
+under the same layout.
 """
 
 import dataclasses
@@ -49,13 +50,19 @@ def record_content(content_key: str, source_id: str, split: str, group: str) -> 
     return _digest(json.dumps([content_key, source_id, split, group]))
 
 
-def keys_line(key: str, content: str) -> str:
-    return f"{key}\t{content}\n"
+def keys_line(key: str, content: str, size: int) -> str:
+    """A keys file's line: the record's key and content digests, and its framed size in the shard."""
+    return f"{key}\t{content}\t{size}\n"
 
 
-def parse_keys(text: str) -> List[Tuple[str, str]]:
-    """``[(key, content)]`` of a keys file, in record order."""
-    return [tuple(line.split("\t", 1)) for line in text.splitlines() if line]
+def parse_keys(text: str) -> List[Tuple[str, str, int]]:
+    """``[(key, content, framed size)]`` of a keys file, in record order."""
+    out = []
+    for line in text.splitlines():
+        if line:
+            key, content, size = line.split("\t")
+            out.append((key, content, int(size)))
+    return out
 
 
 def record_layout(verdict_fingerprint: str, balance: str) -> str:
@@ -72,10 +79,11 @@ def reusable_group(group: str, balance: str) -> bool:
 
 @dataclasses.dataclass(frozen=True)
 class Located:
-    """A parent record: its shard, its index in the shard, its content digest."""
+    """A parent record: its shard, its index in the shard, its content digest, its framed size."""
     shard: str
     index: int
     content: str
+    size: int = 0
 
 
 def decide(content: Optional[str], parents: Sequence[Located]) -> Tuple[Optional[Located], bool, List[Located]]:

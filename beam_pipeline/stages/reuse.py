@@ -46,13 +46,13 @@ class ReadParentKeysFn(beam.DoFn):
         from beam_pipeline.core import paths
         deleted = set(shard.deleted)
         text = files.read_bytes(paths.join(output, shard.keys)).decode("utf-8")
-        for index, (key, content) in enumerate(versions.parse_keys(text)):
+        for index, (key, content, size) in enumerate(versions.parse_keys(text)):
             if index not in deleted:
-                yield key, (_PARENT, versions.Located(shard.path, index, content))
+                yield key, (_PARENT, versions.Located(shard.path, index, content, size))
 
 
 class DecideFn(beam.DoFn):
-    """(record key, [("pair", ValidPair) | ("parent", Located), ...]) -> (shard, ("kept", (index, pair))), pairs to
+    """(record key, [("pair", ValidPair) | ("parent", Located), ...]) -> (shard, ("kept", (index, pair, size))), pairs to
     write, (shard, ("deleted", index)), and ``(what, n)`` counts."""
 
     def process(self, element):
@@ -65,7 +65,7 @@ class DecideFn(beam.DoFn):
                 parents.append(value)
         kept, write, deleted = versions.decide(None if pair is None else _content(pair), parents)
         if kept is not None:
-            yield kept.shard, (KEPT, (kept.index, pair))
+            yield kept.shard, (KEPT, (kept.index, pair, kept.size))
         if write:
             yield beam.pvalue.TaggedOutput(WRITE_TAG, pair)
         for located in deleted:
@@ -86,7 +86,7 @@ def _kept_one(element):
 
 
 class ShardVersionFn(beam.DoFn):
-    """(shard, [("kept", (index, pair)) | ("deleted", index), ...]) -> the kept shard's ShardInfo; or, for a shard
+    """(shard, [("kept", (index, pair, size)) | ("deleted", index), ...]) -> the kept shard's ShardInfo; or, for a shard
     this run compacts, its live pairs to write again (``compacted``)."""
 
     def __init__(self, spec: versions.ParentSpec, num_classes: int):
@@ -104,13 +104,13 @@ class ShardVersionFn(beam.DoFn):
         for kind, value in values:
             (kept if kind == KEPT else deleted).append(value)
         if path in set(compacted):
-            for _, pair in kept:
+            for _, pair, _ in kept:
                 yield beam.pvalue.TaggedOutput(COMPACTED_TAG, pair)
             if kept:
                 yield beam.pvalue.TaggedOutput(COUNTS_TAG, (COMPACTED, len(kept)))
             return
         tally = ClassTally(self._num_classes)
-        for _, pair in sorted(kept, key=lambda item: item[0]):
+        for _, pair, _ in sorted(kept, key=lambda item: item[0]):
             tally.add(pair)
         if kept:
             yield beam.pvalue.TaggedOutput(COUNTS_TAG, (KEPT, len(kept)))
@@ -118,9 +118,10 @@ class ShardVersionFn(beam.DoFn):
         index, of = name[len(shard.group) + 1:].split(".")[0].split("-of-")
         yield ShardInfo(group=shard.group, split=shard.split, index=int(index), num_shards=int(of), path=path,
                         records=shard.records, bytes=shard.bytes, sha256=shard.sha256,
-                        originals=sum(1 for _, pair in kept if pair.copy == 0), class_images=tally.images(),
+                        originals=sum(1 for _, pair, _ in kept if pair.copy == 0), class_images=tally.images(),
                         class_pixels=tally.pixels(), ignore_pixels=tally.ignore, mask_values=tally.mask_values(),
-                        repeat_weight=sum(pair.repeat_factor for _, pair in kept),
+                        repeat_weight=sum(pair.repeat_factor for _, pair, _ in kept),
+                        live_bytes=sum(size for _, _, size in kept),
                         class_repeat_weight=tally.weighted(),
                         keys=shard.keys, class_index=shard.class_index, side_files=shard.side_files,
                         deleted=tuple(versions.merged_deleted(shard.deleted, deleted)))
@@ -152,7 +153,7 @@ class KeepParentRecords(beam.PTransform):
                    | "GroupByRecord" >> GroupPackedByKey(self._shuffle)
                    # (record key, [("pair", ValidPair) | ("parent", Located), ...])
                    | "Decide" >> beam.ParDo(DecideFn()).with_outputs(WRITE_TAG, DELETED_TAG, COUNTS_TAG, main="kept"))
-        # (shard, ("kept", (index, ValidPair))) | ValidPair to write | (shard, ("deleted", index)) | (what, n)
+        # (shard, ("kept", (index, ValidPair, size))) | ValidPair to write | (shard, ("deleted", index)) | (what, n)
         live = decided.kept | "OnePerKept" >> beam.Map(_kept_one) | "LivePerShard" >> beam.CombinePerKey(sum)
         # (shard, live records)
         compacted = (pairs.pipeline
@@ -162,7 +163,7 @@ class KeepParentRecords(beam.PTransform):
         versioned = ((decided.kept, decided[DELETED_TAG])
                      | "KeptAndDeleted" >> beam.Flatten()
                      | "GroupByShard" >> GroupPackedByKey(self._shuffle)
-                     # (shard, [("kept", (index, ValidPair)) | ("deleted", index), ...])
+                     # (shard, [("kept", (index, ValidPair, framed size)) | ("deleted", index), ...])
                      | "VersionShards" >> beam.ParDo(ShardVersionFn(spec, self._num_classes),
                                                      compacted=beam.pvalue.AsList(compacted)).with_outputs(
                          COMPACTED_TAG, COUNTS_TAG, main="kept"))

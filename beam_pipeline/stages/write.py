@@ -124,7 +124,7 @@ class WriteShardFn(counters.CountingDoFn):
                 if records == 0:
                     phases.reached(phases.WRITE_SHARD)
                 keys.write(keys_line(record_key(pair.shard_key),
-                                     record_content(pair.content_key, pair.ref.source_id, split, group)))
+                                     record_content(pair.content_key, pair.ref.source_id, split, group), len(framed)))
                 if split == TRAIN:
                     for cls in pair.present_classes:
                         class_index.write(class_index_line(pair, shard_path, records, cls))

@@ -50,8 +50,9 @@ def test_train_groups_that_depend_on_every_pair_are_not_kept():
 
 
 def test_keys_files_round_trip_and_digests_name_what_they_hold():
-    line = v.keys_line(v.record_key("k#copy1"), v.record_content("img:mask:-1", "a.png", "train", "train"))
-    (key, content), = v.parse_keys(line)
+    line = v.keys_line(v.record_key("k#copy1"), v.record_content("img:mask:-1", "a.png", "train", "train"), 1234)
+    (key, content, size), = v.parse_keys(line)
+    assert size == 1234
     assert key == v.record_key("k#copy1") != v.record_key("k") and len(key) == v.DIGEST_CHARS
     assert content != v.record_content("img:mask:-1", "a.png", "val", "val")          # another split
     assert v.group_of("runs/r/train-stratum003-00001-of-00004.tfrecord") == "train-stratum003"
