@@ -124,6 +124,16 @@ def stop_process_group(process) -> None:
 
 
 @pytest.fixture(scope="session")
+def segmentation_repeat_run(corpus_dir, tmp_path_factory):
+    """(output, completed process): the sample corpus's manifest with repeat copies written into the shards
+    (--balance repeat_factor; the default, training, leaves the repeats to the trainer)."""
+    out = tmp_path_factory.mktemp("repeat_out")
+    completed = run_cli("--input", corpus_dir / "segmentation" / "manifest.csv", "--output", out,
+                        "--num_classes", NUM_CLASSES, "--target_shard_bytes", 4_000_000, "--balance", "repeat_factor")
+    return out, completed
+
+
+@pytest.fixture(scope="session")
 def segmentation_strata_run(corpus_dir, tmp_path_factory):
     """The sample corpus's manifest balanced by strata (the statistics' and the trainer's strata tests)."""
     out = tmp_path_factory.mktemp("strata_out")

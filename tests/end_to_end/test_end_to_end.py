@@ -166,9 +166,9 @@ def test_summary_printed(seg):
     assert "mask_value_out_of_range" in completed.stdout
 
 
-def test_summary_counts_images_and_records_apart(seg):
+def test_summary_counts_images_and_records_apart(segmentation_repeat_run):
     """Class 0 is in every one of the 240 written pairs; the train split's repeat copies make 281 records."""
-    _, _, completed = seg
+    _, completed = segmentation_repeat_run
     lines = completed.stdout.splitlines()
     header = next(line for line in lines if line.lstrip().startswith("class "))
     assert header.split()[:3] == ["class", "images", "records"]

@@ -173,8 +173,14 @@ def test_the_trainer_decodes_the_pixels_the_statistics_summed(seg):
     assert fast_idct_differs > 0
 
 
-def test_repeat_factor_balance_from_the_shards(seg):
-    out, manifest, stats = seg
+@pytest.fixture(scope="module")
+def repeat(segmentation_repeat_run):
+    out, _ = segmentation_repeat_run
+    return out, json.loads((out / "manifest.json").read_text())
+
+
+def test_repeat_factor_balance_from_the_shards(repeat):
+    out, manifest = repeat
     records = train_records(out, manifest)
     originals = [r for r in records if r["copy"] == 0]
     assert len(originals) == EXPECTED_TRAIN["num_images"]
@@ -216,6 +222,24 @@ def _crop_share(records, rng, size, class_uniform, draws=8):
     return rare / total
 
 
+def test_training_balance_reports_the_lvis_repeat_factors_the_trainer_applies(seg, segmentation_run):
+    """The default (--balance training): each train image written once; the manifest and the summary give the
+    records an epoch gets, Σ r over the train images with r = max(1, sqrt(t / f_c)) of its rarest class."""
+    out, manifest, _ = seg
+    records = train_records(out, manifest)
+    assert [r["copy"] for r in records] == [0] * EXPECTED_TRAIN["num_images"] == [0] * len(records)
+    present = [np.flatnonzero(r["pixel_count"] > 0) for r in records]
+    share = np.bincount(np.concatenate(present), minlength=NUM_CLASSES) / len(records)
+    factor = np.maximum(1.0, np.sqrt(0.5 / np.where(share > 0, share, np.inf)))
+    per_image = np.asarray([factor[classes].max() for classes in present])
+    balance = manifest["balance"]
+    assert balance["method"] == "training" and balance["after"]["records_per_epoch"] == pytest.approx(per_image.sum())
+    weighted = [sum(r for r, classes in zip(per_image, present) if c in classes) for c in range(NUM_CLASSES)]
+    assert balance["after"]["class_image_share"] == pytest.approx(list(np.asarray(weighted) / per_image.sum()))
+    line = next(l for l in segmentation_run[1].stdout.splitlines() if l.startswith("balance: training"))
+    assert f"about {per_image.sum():,.0f} records per epoch from {len(records):,} train images" in line
+
+
 def test_class_uniform_crops_raise_the_rarest_pixel_share(seg):
     out, manifest, _ = seg
     records = [r for r in train_records(out, manifest) if r["copy"] == 0]
@@ -232,7 +256,7 @@ def test_class_uniform_crops_raise_the_rarest_pixel_share(seg):
 
 def test_growth_above_max_growth_is_refused(corpus_dir, tmp_path):
     completed = run_cli("--input", corpus_dir / "segmentation" / "manifest.csv", "--output", tmp_path,
-                        "--num_classes", NUM_CLASSES, "--max_growth", "1.05", check=False)
+                        "--num_classes", NUM_CLASSES, "--max_growth", "1.05", "--balance", "repeat_factor", check=False)
     assert completed.returncode == 2
     last = completed.stderr.strip().splitlines()[-1]
     assert last.startswith("error: repeat-factor balancing would grow the train split 1.2")
@@ -263,7 +287,7 @@ def test_each_large_shard_mixes_classes_like_its_split(tmp_path):
     write_corpus(str(tmp_path / "corpus"), seed=3, num_pairs=240, num_class_images=8, scale=5)
     out = tmp_path / "out"
     run_cli("--input", tmp_path / "corpus" / "segmentation" / "manifest.csv", "--output", out,
-            "--num_classes", NUM_CLASSES, "--target_shard_bytes", 70_000_000)
+            "--num_classes", NUM_CLASSES, "--target_shard_bytes", 70_000_000, "--balance", "repeat_factor")
     manifest = json.loads((out / "manifest.json").read_text())
     presence = {}
     for shard in manifest["splits"]["train"]["shards"]:
