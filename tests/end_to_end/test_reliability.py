@@ -205,7 +205,7 @@ def matrix(corpus_dir, reference, tmp_path_factory):
     record["rerun_verified"] = verify(str(out))
     assert_same_outputs(reference[0], out)
     record["rerun_same"] = True
-    overwrite = [*args, "--overwrite"]
+    overwrite = [*args, "--overwrite", "--compact", "all"]   # the same input: all written again, not kept
     for phase in OVERWRITE_KILLS:
         record["overwrite"].append(kill_at(out, overwrite, phase, work / f"overwrite-{phase}.log"))
     before = manifest_bytes(out)
@@ -397,7 +397,7 @@ def test_every_published_file_is_listed_with_its_digest(reference):
     manifest = manifest_of(out)
     on_disk = sorted(str(p.relative_to(dataset_dir(out))) for p in dataset_dir(out).rglob("*") if p.is_file())
     # the version's own copy of its manifest is the only file beside them (garbage collection reads it)
-    assert sorted(manifest["files"]) + ["manifest.json"] == sorted(on_disk)
+    assert sorted([*manifest["files"], "manifest.json"]) == sorted(on_disk)
     assert (dataset_dir(out) / "manifest.json").read_bytes() == (out / "manifest.json").read_bytes()
     for kind, pick in KINDS.items():
         assert pick(manifest["files"]) in manifest["files"], kind
@@ -475,7 +475,9 @@ def test_a_full_disk_ends_the_run_with_the_file_and_the_cause_and_keeps_the_prev
         shutil.copytree(previous, out)
         before = manifest_bytes(out)
         limit = None if mounted else _limit_file_size(1_000_000)
-        run = start([*command(corpus_dir), "--overwrite", "--output", out], tmp_path / "full.log", preexec_fn=limit)
+        # --compact all: the same input would otherwise keep every shard of the previous version and write none
+        run = start([*command(corpus_dir), "--overwrite", "--compact", "all", "--output", out], tmp_path / "full.log",
+                    preexec_fn=limit)
         assert finish(run) == 1, run.output()[-5000:]
         last = run.output().strip().splitlines()[-1]
         cause = "No space left on device" if mounted else "File too large"

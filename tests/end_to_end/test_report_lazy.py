@@ -31,8 +31,8 @@ def parsed(raw: bytes) -> dict:
 @pytest.fixture(scope="module")
 def shard_set(segmentation_run):
     """(manifest, limits, [(split, shard path, record)]): the originals of the shards the report reads."""
-    out = dataset_dir(segmentation_run[0])
-    manifest, _ = load(out)
+    out = segmentation_run[0]                          # the output folder: the manifest's paths are below it
+    manifest, _ = load(dataset_dir(out))
     limits = ReportLimits(gallery_per_class=3, max_shards=3)   # small quotas, so that picks get displaced
     sample, _ = read.sample_shards(str(out), manifest, limits)
     split_of = {s["path"]: split for split, entry in manifest["splits"].items() for s in entry["shards"]}
