@@ -15,7 +15,7 @@ import functools
 import hashlib
 import json
 import posixpath
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import tensorflow as tf
 
@@ -95,6 +95,11 @@ class Artifacts:
 
     def shard_paths(self, name: str) -> List[str]:
         return [self.path_of(shard["path"]) for shard in self.split(name)["shards"]]
+
+    def deleted(self, name: str) -> Dict[str, Tuple[int, ...]]:
+        """``{shard path: its deleted record indices}``: the records of a shard the version does not hold (a
+        version keeps earlier runs' shards and marks their gone records: docs/incremental.md)."""
+        return {self.path_of(shard["path"]): tuple(shard.get("deleted") or ()) for shard in self.split(name)["shards"]}
 
     def strata(self, name: str) -> List[Tuple[float, List[str]]]:
         """(sampling weight, shard paths) per stratum; empty when the split was not written in strata."""

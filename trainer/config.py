@@ -30,7 +30,8 @@ class TrainConfig:
     bn_recalibration_batches: int = 20          # Batch norm statistics re-estimated on this many batches per epoch.
     class_weights: str = "median_freq"
     loss: str = "ce"
-    sampling: str = "shards"
+    sampling: str = "auto"                      # auto | shards | repeat_factor | strata (trainer/balance.py)
+    balance_threshold: Optional[float] = None   # LVIS threshold t of repeat_factor; None: the manifest's
     crop_sampling: str = "class_uniform"
     shuffle_buffer: int = 256                   # Decoded examples (whole images) held for shuffling.
     cache: str = "none"
@@ -119,9 +120,16 @@ def build_parser() -> argparse.ArgumentParser:
     add("--class_weights", default="median_freq", choices=("median_freq", "inv_sqrt", "none"),
         help="Loss weights per class from stats.json (default median_freq); the ignore label is always masked.")
     add("--loss", default="ce", choices=("ce", "focal"), help="Cross-entropy or focal loss (default ce).")
-    add("--sampling", default="shards", choices=("shards", "strata"),
-        help="shards: read the train shards as written (with repeat copies when the pipeline balanced them); "
-             "strata: tf.data.Dataset.sample_from_datasets over the strata with the manifest's weights.")
+    add("--sampling", default="auto", choices=("auto", "shards", "repeat_factor", "strata"),
+        help="How the train split is read. repeat_factor: every epoch each record r times, r the LVIS repeat factor "
+             "of its rarest class from stats.json (stochastic rounding seeded by the seed, the epoch and the record), "
+             "the copies shuffled apart (docs/incremental.md). shards: each live record once per epoch, as written "
+             "(with the copies of a pipeline run with --balance repeat_factor). strata: "
+             "tf.data.Dataset.sample_from_datasets over the strata with the manifest's weights. auto (default): "
+             "what the pipeline's --balance asked for (training: repeat_factor, strata: strata, else shards).")
+    add("--balance_threshold", type=float, default=None,
+        help="The repeat factors' threshold t: classes in fewer than a share t of the train images are repeated. "
+             "Default: the pipeline's --balance_threshold, as manifest.json records it.")
     add("--crop_sampling", default="class_uniform", choices=("class_uniform", "uniform"),
         help="class_uniform: centre crops on a stored point of a uniformly chosen class (segmentation default).")
     add("--shuffle_buffer", type=int, default=256,

@@ -8,11 +8,12 @@ each stage is noted in comments.
 
 import dataclasses
 import logging
-from typing import Optional, Sequence, Tuple
+from typing import Mapping, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
 from trainer.artifacts import Artifacts
+from trainer.balance import repeat_counts
 from trainer.decode import REPEAT_COPY, Decoder
 from trainer.padding import pad_for_network, pad_labels
 
@@ -42,20 +43,63 @@ class PipelineShard:
     num_pipelines: int = 1       # tf.distribute.InputContext.num_input_pipelines
     record_shards: int = 1       # > 1 when there are fewer files than pipelines: every pipeline reads all the
                                  # files in a fixed order and keeps every record_shards-th record from pipeline_id.
+    deleted: Tuple[Tuple[int, ...], ...] = ()   # per file, the record indices the version does not hold
 
 
-def shard_for_pipeline(files: Sequence[str], num_pipelines: int = 1, pipeline_id: int = 0) -> PipelineShard:
-    """Pipeline i of n reads files i, i+n, i+2n...; with fewer files than pipelines, records are dealt out."""
+def shard_for_pipeline(files: Sequence[str], num_pipelines: int = 1, pipeline_id: int = 0,
+                       deleted: Optional[Mapping[str, Sequence[int]]] = None) -> PipelineShard:
+    """Pipeline i of n reads files i, i+n, i+2n...; with fewer files than pipelines, records are dealt out.
+    ``deleted``: each file's deleted records (Artifacts.deleted), skipped wherever a file is read."""
     files = tuple(files)
     if not files:
         raise ValueError("no files to read")
     if not 0 <= pipeline_id < num_pipelines:
         raise ValueError(f"input pipeline {pipeline_id} of {num_pipelines}")
     if num_pipelines == 1:
-        return PipelineShard(files)
-    if len(files) >= num_pipelines:
-        return PipelineShard(files[pipeline_id::num_pipelines], pipeline_id, num_pipelines)
-    return PipelineShard(files, pipeline_id, num_pipelines, record_shards=num_pipelines)
+        chosen, shard = files, PipelineShard(files)
+    elif len(files) >= num_pipelines:
+        chosen = files[pipeline_id::num_pipelines]
+        shard = PipelineShard(chosen, pipeline_id, num_pipelines)
+    else:
+        chosen, shard = files, PipelineShard(files, pipeline_id, num_pipelines, record_shards=num_pipelines)
+    gone = tuple(tuple((deleted or {}).get(path, ())) for path in chosen)
+    return dataclasses.replace(shard, deleted=gone) if any(gone) else shard
+
+
+def live_records(shard: PipelineShard, cycle_length: int, deterministic: bool,
+                 shuffle_files: bool = False) -> tf.data.Dataset:
+    """The serialized records of ``shard``'s files without their deleted ones, interleaved ``cycle_length`` files
+    at a time (and dealt out when ``record_shards`` > 1)."""
+    files = list(shard.files)
+    dataset = tf.data.Dataset.from_tensor_slices((files, tf.range(len(files), dtype=tf.int64)))
+    # (shard path, its index)
+    if shuffle_files:
+        dataset = dataset.shuffle(len(files), reshuffle_each_iteration=True)
+    table = _deleted_table(shard)
+
+    def records_of(path, number):
+        records = tf.data.TFRecordDataset(path)
+        if table is None:
+            return records
+        return (records.enumerate()
+                .filter(lambda index, _: tf.equal(table.lookup(number * _FILE_STRIDE + index), 0))
+                .map(lambda _, record: record))
+    dataset = dataset.interleave(records_of, cycle_length=min(cycle_length, len(files)),
+                                 num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
+    # serialized Example
+    return dataset.shard(shard.record_shards, shard.pipeline_id) if shard.record_shards > 1 else dataset
+
+
+_FILE_STRIDE = 2 ** 32          # a deleted record's key: its file's number * stride + its index
+
+
+def _deleted_table(shard: PipelineShard):
+    """A lookup of (file number, record index) -> 1 for the deleted records; None when none is deleted."""
+    keys = [number * _FILE_STRIDE + index for number, gone in enumerate(shard.deleted) for index in gone]
+    if not keys:
+        return None
+    return tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(
+        tf.constant(keys, tf.int64), tf.ones(len(keys), tf.int64)), default_value=0)
 
 
 def _pad_to(image, mask, height: int, width: int, ignore_label: int):
@@ -157,25 +201,31 @@ def _first_record(files):
 
 
 def make_dataset(artifacts: Artifacts, split: str, config: InputConfig, training: bool = True,
-                 shard: Optional[PipelineShard] = None, graph=None) -> tf.data.Dataset:
+                 shard: Optional[PipelineShard] = None, graph=None, counts=None) -> tf.data.Dataset:
     """Batches of (image, mask) or (image, label) read from the split's shards (or from ``shard`` only);
-    ``graph``: the transform graph to decode with (default: trainer.transform_graph's, see Decoder)."""
-    shard = shard or shard_for_pipeline(artifacts.shard_paths(split))
+    ``graph``: the transform graph to decode with (default: trainer.transform_graph's, see Decoder).
+    ``counts`` (trainer.balance.RepeatCounts): repeat each record that many times per epoch (--sampling
+    repeat_factor); the copies are shuffled after repeating, so that they rarely share a batch."""
+    shard = shard or shard_for_pipeline(artifacts.shard_paths(split), deleted=artifacts.deleted(split))
     by_records = shard.record_shards > 1
-    dataset = tf.data.Dataset.from_tensor_slices(list(shard.files))
-    # shard path
-    if training and not by_records:
-        dataset = dataset.shuffle(len(shard.files), reshuffle_each_iteration=True)
     in_order = not training or by_records          # Dealing out records needs the same order on every pipeline.
-    dataset = dataset.interleave(tf.data.TFRecordDataset, cycle_length=min(config.cycle_length, len(shard.files)),
-                                 num_parallel_calls=tf.data.AUTOTUNE, deterministic=in_order)
-    # serialized Example
-    if by_records:
-        dataset = dataset.shard(shard.record_shards, shard.pipeline_id)
+
+    def one_pass(epoch=None):
+        records = live_records(shard, config.cycle_length, in_order, shuffle_files=training and not by_records)
+        return records if counts is None else records.flat_map(repeat_counts(counts, epoch))
+    if training and counts is not None:
+        # With a cache the first pass's draw is cached, and the cache repeated: the same copies every epoch.
+        passes = tf.data.Dataset.range(1 if config.cache_dir else 2 ** 62)
+        dataset = passes.flat_map(one_pass)
+        # serialized Example, each as many times as its pass's draw says, pass after pass
+    else:
+        dataset = one_pass()
+        # serialized Example
     if training and not config.cache_dir:
         # Shuffle the serialized records (about 100 KB each), not decoded ones (a float32 image is 25 times
         # larger): the same mixing for a fraction of the memory.
-        dataset = dataset.shuffle(config.shuffle_buffer).repeat()
+        dataset = dataset.shuffle(config.shuffle_buffer)
+        dataset = dataset if counts is not None else dataset.repeat()
     decoder = Decoder(artifacts, probe=_first_record(list(shard.files)), graph=graph)
     dataset = dataset.map(decoder, num_parallel_calls=tf.data.AUTOTUNE, deterministic=not training)
     # {"image": uint8 [H, W, 3], "mask": uint8 [H, W], "point_*": ...} or {"image", "label"}
@@ -208,12 +258,8 @@ def make_whole_image_dataset(artifacts: Artifacts, split: str, batch_size: int, 
     only, so an image's logits do not depend on the other images of its batch. Classification:
     (image [B, h, w, 3] resized to ``image_size`` as in training and serving, label int32 [B]).
     """
-    shard = shard or shard_for_pipeline(artifacts.shard_paths(split))
-    dataset = tf.data.Dataset.from_tensor_slices(list(shard.files))
-    dataset = dataset.interleave(tf.data.TFRecordDataset, cycle_length=min(8, len(shard.files)),
-                                 num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-    if shard.record_shards > 1:
-        dataset = dataset.shard(shard.record_shards, shard.pipeline_id)
+    shard = shard or shard_for_pipeline(artifacts.shard_paths(split), deleted=artifacts.deleted(split))
+    dataset = live_records(shard, 8, deterministic=True)
     # serialized Example
     dataset = dataset.filter(_is_original)
     decoder = Decoder(artifacts, probe=_first_record(list(shard.files)))

@@ -24,6 +24,8 @@ POINT_YX = "image/segmentation/class/sample_points/yx"
 STATS_MEAN = "stats/image_mean"          # tf.Transform graph outputs: what it normalises images by
 STATS_STD = "stats/image_std"
 REPEAT_COPY = "image/repeat/copy"
+CLASS_PIXELS = "image/segmentation/class/pixel_count"
+SOURCE_ID = "image/source_id"
 PROBE_TOLERANCE = 1e-5   # Largest difference to the graph's normalised pixels accepted on the probe record.
 
 

@@ -76,6 +76,7 @@ def _examples(artifacts, split: str, batch_size: int, max_examples: Optional[int
     """Batches of {"bytes": string [B], "source": string [B], "mask": int32 [B, H, W] | "label": int32 [B]}."""
     import tensorflow as tf
 
+    from trainer.data import live_records, shard_for_pipeline
     from trainer.decode import CLASS_LABEL, IMAGE_ENCODED, MASK_ENCODED, REPEAT_COPY
 
     segmentation = artifacts.task == "segmentation"
@@ -99,11 +100,9 @@ def _examples(artifacts, split: str, batch_size: int, max_examples: Optional[int
             out["label"] = tf.cast(example[CLASS_LABEL], tf.int32)
         return out
 
-    files = artifacts.shard_paths(split)
-    dataset = tf.data.Dataset.from_tensor_slices(files)
-    dataset = dataset.interleave(tf.data.TFRecordDataset, cycle_length=min(8, len(files)),
-                                 num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-    # serialized Example
+    shard = shard_for_pipeline(artifacts.shard_paths(split), deleted=artifacts.deleted(split))
+    dataset = live_records(shard, 8, deterministic=True)
+    # serialized Example of the version's live records
     dataset = dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE).filter(original)
     if max_examples:
         dataset = dataset.take(max_examples)

@@ -6,7 +6,7 @@ import logging
 import math
 import os
 import time
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import keras
 import numpy as np
@@ -15,6 +15,7 @@ import tensorflow as tf
 from trainer.artifacts import ArtifactError, Artifacts, load_artifacts
 from trainer.batch_norm import RecalibrateBatchNorm
 from trainer.config import TrainConfig
+from trainer.balance import RepeatCounts, class_repeat_factors, records_per_epoch, sampling_for, threshold_for
 from trainer.data import InputConfig, PipelineShard, make_dataset, make_whole_image_dataset, shard_for_pipeline
 from trainer.export import ServingConfig, export_serving_model
 from trainer.losses import IgnoringMeanIoU, masked_loss
@@ -72,11 +73,16 @@ def split_dataset(artifacts: Artifacts, config: TrainConfig, split: str, trainin
     """
     batch = context.get_per_replica_batch_size(config.global_batch_size)
     input_config = _input_config(config, batch, training)
-    strata = artifacts.strata(split) if training and config.sampling == "strata" else []
+    sampling = sampling_for(artifacts, config.sampling) if training else "shards"
+    strata = artifacts.strata(split) if sampling == "strata" else []
     if not strata:
         part = shard_for_pipeline(artifacts.shard_paths(split), context.num_input_pipelines,
-                                  context.input_pipeline_id)
-        return make_dataset(artifacts, split, input_config, training, part), [part]
+                                  context.input_pipeline_id, artifacts.deleted(split))
+        counts = None
+        if sampling == "repeat_factor":
+            factors = class_repeat_factors(artifacts.stats, threshold_for(artifacts.manifest, config.balance_threshold))
+            counts = RepeatCounts(factors, artifacts.task, artifacts.num_classes, config.seed)
+        return make_dataset(artifacts, split, input_config, training, part, counts=counts), [part]
     parts = [shard_for_pipeline(paths, context.num_input_pipelines, context.input_pipeline_id)
              for _, paths in strata]
     mixed = tf.data.Dataset.sample_from_datasets(
@@ -131,9 +137,13 @@ def serving_config(artifacts: Artifacts, config: TrainConfig, task: str) -> Serv
                          image_size=tuple(config.crop), max_pixels=config.serving_max_pixels)
 
 
-def steps_for_one_pass(artifacts: Artifacts, global_batch_size: int) -> int:
-    """Training steps that read as many examples as the train split holds (the default epoch length)."""
-    return max(1, math.ceil(artifacts.split("train")["num_examples"] / global_batch_size))
+def steps_for_one_pass(artifacts: Artifacts, global_batch_size: int, config: Optional[TrainConfig] = None) -> int:
+    """Training steps that read as many examples as an epoch holds (the default epoch length): the train split's
+    live records, or with repeat-factor sampling their expected copies (the sum of their repeat factors)."""
+    records = artifacts.split("train")["num_examples"]
+    if config is not None and sampling_for(artifacts, config.sampling) == "repeat_factor":
+        records = records_per_epoch(artifacts, threshold_for(artifacts.manifest, config.balance_threshold), records)
+    return max(1, math.ceil(records / global_batch_size))
 
 
 def whole_image_validation(artifacts: Artifacts, config: TrainConfig, task: str,
@@ -227,11 +237,11 @@ def train(config: TrainConfig) -> dict:
         return make
 
     train_data = strategy.distribute_datasets_from_function(dataset_fn("train", True))
-    steps_per_epoch = config.steps_per_epoch or steps_for_one_pass(artifacts, config.global_batch_size)
+    steps_per_epoch = config.steps_per_epoch or steps_for_one_pass(artifacts, config.global_batch_size, config)
     validation = None
     if "val" in artifacts.manifest["splits"] and is_chief(strategy):
         validation = whole_image_validation(artifacts, config, task, model)
-        read["val"].append(shard_for_pipeline(artifacts.shard_paths("val")))
+        read["val"].append(shard_for_pipeline(artifacts.shard_paths("val"), deleted=artifacts.deleted("val")))
     if "://" not in out_dir:
         os.makedirs(out_dir, exist_ok=True)
     _record_input_shards(read, out_dir)
