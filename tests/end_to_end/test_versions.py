@@ -161,3 +161,18 @@ def test_compact_all_gives_the_fresh_runs_shards(versioned, corpus, tmp_path):
     assert_same_outputs(reference, copy)
     lineage = json.loads((copy / "manifest.json").read_text())["lineage"]
     assert lineage["records"]["kept"] == 0 and lineage["records"]["compacted"] > 0
+
+
+def test_the_trainer_reads_exactly_the_live_records(versioned):
+    """An unbalanced pass of the trainer's input over each split, and what trainer.evaluate reads, skip the deleted
+    records: the fresh run's records, no more."""
+    from trainer.artifacts import load_artifacts
+    from trainer.data import live_records as trainer_records
+    from trainer.data import shard_for_pipeline
+    out, reference = versioned
+    expected = live_records(reference)
+    artifacts = load_artifacts(str(out))
+    for split in ("train", "val", "test"):
+        shard = shard_for_pipeline(artifacts.shard_paths(split), deleted=artifacts.deleted(split))
+        read = collections.Counter(hashlib.sha256(r.numpy()).hexdigest() for r in trainer_records(shard, 8, True))
+        assert read == expected[split], split
