@@ -16,6 +16,7 @@ import csv
 import hashlib
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 import tensorflow as tf
@@ -175,4 +176,19 @@ def test_the_trainer_reads_exactly_the_live_records(versioned):
     for split in ("train", "val", "test"):
         shard = shard_for_pipeline(artifacts.shard_paths(split), deleted=artifacts.deleted(split))
         read = collections.Counter(hashlib.sha256(r.numpy()).hexdigest() for r in trainer_records(shard, 8, True))
+        assert read == expected[split], split
+
+
+def test_the_plain_tf_data_reader_of_the_docs_reads_the_live_records(versioned):
+    """docs/incremental.md's reader for consumers other than this trainer, run as written."""
+    from conftest import ROOT
+    text = (Path(ROOT) / "docs" / "incremental.md").read_text()
+    code = text.split("```python\n", 1)[1].split("```", 1)[0]
+    namespace = {}
+    exec(compile(code, "docs/incremental.md", "exec"), namespace)      # noqa: S102 - the documented snippet
+    out, reference = versioned
+    expected = live_records(reference)
+    for split in ("train", "val", "test"):
+        read = collections.Counter(hashlib.sha256(r.numpy()).hexdigest()
+                                   for r in namespace["live_records"](str(out), split))
         assert read == expected[split], split
