@@ -104,6 +104,16 @@ def lineage_line(lineage, unit: str = "pairs") -> str:
             text += f" ({lineage['rehashed']} after hashing their files)"
     if lineage.get("parent_run_id"):
         text += f"; built on version {lineage['parent_run_id']}"
+    records = lineage.get("records")
+    if records is not None:
+        line = f"\nversion: {records['written']:,} records written ({lineage['bytes_written'] / 1e6:,.1f} MB)"
+        if lineage.get("parent_run_id") and not lineage.get("rewritten"):
+            line += (f", {records['kept']:,} kept in {len(lineage['reused_runs'])} earlier run(s)' shards, "
+                     f"{records['deleted']:,} deleted")
+            line += f", {records['compacted']:,} compacted" if records["compacted"] else ""
+        elif lineage.get("parent_run_id"):
+            line += f": all written again ({lineage['rewritten']})"
+        text += line
     return text
 
 
@@ -140,7 +150,9 @@ def _class_table(manifest: dict) -> List[str]:
     header += f" {'pixels':>7}" if all_pixels else ""
     header += f" {'weight':>7}" if weights else ""
     header += "  train images before -> after" if before else ""
-    header += "  pixels before -> after" if before and before.get("class_pixel_share") else ""
+    after = balance.get("after") or {}
+    header += "  pixels before -> after" if before and before.get("class_pixel_share") and \
+        after.get("class_pixel_share") else ""
     rows = range(len(names))
     if len(names) > MAX_CLASS_ROWS:
         rows = sorted(sorted(rows, key=lambda c: (images[c], c))[:MAX_CLASS_ROWS])
