@@ -1,23 +1,26 @@
-"""Incremental and resumed runs (issue 21): what the verdict cache (docs/cache.md) saves, against a full run.
+"""Re-runs that cost what changed (issue 27; issue 21 before it): each kind of re-run against a full run.
 
-On ``--pairs`` distinct copies of the photo corpus's pairs (tools/corpus_copies.py, real photos: new
-bytes, the same pixels), D is the listing without every ``--delta_every``-th row and Δ those rows
-(5 % by default). Four cases, each repeat in a new order, with the page cache dropped before each
+On distinct copies of the photo corpus's pairs (tools/corpus_copies.py, real photos: new bytes, the same
+pixels), at each of ``--sizes`` pairs, D is the listing without every ``--delta_every``-th row and Δ those rows
+(5 % by default). The cases of each size, in a new order each repeat, with the page cache dropped before each
 timed run (when this process may: root):
 
-    full       the command on D + Δ into a fresh output (its cache is written as it goes)
-    no change  the same command again, --overwrite: every verdict comes from the cache
-    + 5 %      an output built from D (not timed), then D + Δ with --overwrite: Δ is validated
-    resumed    D + Δ into a fresh output, killed (SIGKILL to its process group) once its progress says
-               ``--kill_at`` of validation is done (not timed), then the same command: timed
+    full               the command on D + Δ into a fresh output (its cache is written as it goes)
+    no_change          the same command again, --overwrite: every record is kept
+    delta              an output built from D (not timed), then D + Δ with --overwrite: Δ is validated and written
+    filter             the full run's output, then --sample_fraction 0.95 --overwrite: 5 % of the pairs deleted
+    resumed            D + Δ into a fresh output, killed (SIGKILL to its process group) once its progress says
+                       ``--kill_at`` of validation is done (not timed), then the same command: timed
+    resumed_on_parent  the same, on an output that holds D's version: the re-run keeps D's records
 
-Each figure is the median (min..max) over ``--repeats`` of the case's wall time over the same repeat's
-full run. Every run's output is compared with the full run's (tools/compare_outputs.py: shards,
-stats.json, transform output, rejects, class index), and each run's lineage (manifest.json) is printed:
-how many pairs were validated afresh and how many came from the cache.
+Each figure is the median (min..max) over ``--repeats`` of the case's wall time over the same repeat's full run of
+its size. The bytes the delta case wrote (lineage) are set against the full run's. With two sizes, a re-run's
+marginal cost per unchanged pair ((t(N2) - t(N1)) / (N2 - N1), within each repeat) is set against a full run's
+marginal cost per pair: where the ratios tend as the corpus grows. Every case that ends on D + Δ holds what the
+full run holds (tools/compare_outputs.record_differences: the live records, stats.json, the counts).
 
     python bench/incremental.py --json build/bench/incremental.json
-    python bench/incremental.py --pairs 2000 --repeats 1          # a quick look
+    python bench/incremental.py --sizes 2000 --repeats 1          # a quick look
 """
 
 from __future__ import annotations
@@ -40,8 +43,12 @@ from scale import NUM_CLASSES, first_rows, pair_copies, run_measured
 sys.path.insert(0, str(ROOT))
 from tools import compare_outputs  # noqa: E402
 
-CASES = ("full", "no_change", "delta", "resumed")
-TARGETS = {"no_change": 0.25, "delta": 0.35, "resumed": 0.40}
+CASES = ("full", "no_change", "delta", "filter", "resumed", "resumed_on_parent")
+TARGETS = {"no_change": 0.25, "delta": 0.30, "filter": 0.25, "resumed": 0.40, "resumed_on_parent": 0.40}
+LABELS = {"no_change": "nothing changed", "delta": "+5 % (D, then D + Δ)", "filter": "a filter removing 5 %",
+          "resumed": "killed at 90 %, re-run (fresh)", "resumed_on_parent": "killed at 90 %, re-run (on D)"}
+BYTES_TARGET = 0.08
+MARGINAL_TARGET = 0.05
 VALIDATING = re.compile(r"beam_pipeline\.progress: validating +([\d,]+)/([\d,]+) pairs")
 
 
@@ -79,12 +86,12 @@ def untimed(listing: Path, output: Path, log_path: Path, *extra: str) -> None:
         raise RuntimeError(f"exit {code}; see {log_path}")
 
 
-def killed_at(listing: Path, output: Path, log_path: Path, fraction: float) -> float:
+def killed_at(listing: Path, output: Path, log_path: Path, fraction: float, *extra: str) -> float:
     """Start the command and SIGKILL its process group once its progress line says ``fraction`` of the
     pairs are validated; returns the fraction the last progress line said."""
     with log_path.open("w") as handle:
-        process = subprocess.Popen(command(listing, output), cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT,
-                                   start_new_session=True)
+        process = subprocess.Popen(command(listing, output, *extra), cwd=ROOT, stdout=handle,
+                                   stderr=subprocess.STDOUT, start_new_session=True)
     try:
         while process.poll() is None:
             matches = VALIDATING.findall(log_path.read_text(errors="replace"))
@@ -101,56 +108,80 @@ def killed_at(listing: Path, output: Path, log_path: Path, fraction: float) -> f
         process.wait()
 
 
-def one_repeat(args, both: Path, base: Path, repeat: int) -> dict:
+def one_size(args, size: int, repeat: int) -> dict:
     work = args.workdir / "incremental"
+    copies = pair_copies(args.workdir, max(args.sizes))
+    both, base, _ = listings(copies, size, args.delta_every)
     drop = not args.keep_page_cache
-    reference = work / f"full_r{repeat}"
+    reference = work / f"full_{size}_r{repeat}"
     results = {}
     order = CASES if repeat % 2 == 0 else ("full", *reversed(CASES[1:]))
     for case in order:
-        out = work / f"{case}_r{repeat}"
+        out = work / f"{case}_{size}_r{repeat}"
         shutil.rmtree(out, ignore_errors=True)
-        log(f"repeat {repeat + 1}: {case}")
+        log(f"repeat {repeat + 1}, {size:,} pairs: {case}")
         if case == "full":
-            results[case] = timed(both, out, work / f"{case}_r{repeat}.log", drop)
-            results[case]["cache_bytes"] = sum(path.stat().st_size for path in (out / "cache").rglob("*")
-                                               if path.is_file())
+            shutil.rmtree(reference, ignore_errors=True)
+            results[case] = timed(both, reference, work / f"{case}_{size}_r{repeat}.log", drop)
             continue
-        if case == "no_change":
+        if case in ("no_change", "filter"):
             shutil.copytree(reference, out, symlinks=True)     # the full run's output and its cache
-            run = timed(both, out, work / f"{case}_r{repeat}.log", drop, "--overwrite")
+            extra = ("--sample_fraction", "0.95") if case == "filter" else ()
+            run = timed(both, out, work / f"{case}_{size}_r{repeat}.log", drop, "--overwrite", *extra)
         elif case == "delta":
-            untimed(base, out, work / f"{case}_base_r{repeat}.log")
-            run = timed(both, out, work / f"{case}_r{repeat}.log", drop, "--overwrite")
+            untimed(base, out, work / f"{case}_base_{size}_r{repeat}.log")
+            run = timed(both, out, work / f"{case}_{size}_r{repeat}.log", drop, "--overwrite")
         else:
-            run = {"killed_at": killed_at(both, out, work / f"{case}_killed_r{repeat}.log", args.kill_at)}
-            run.update(timed(both, out, work / f"{case}_r{repeat}.log", drop))
-        run["differences"] = compare_outputs.differences(reference, out)
+            extra = ()
+            if case == "resumed_on_parent":
+                untimed(base, out, work / f"{case}_base_{size}_r{repeat}.log")
+                extra = ("--overwrite",)
+            run = {"killed_at": killed_at(both, out, work / f"{case}_killed_{size}_r{repeat}.log", args.kill_at,
+                                          *extra)}
+            run.update(timed(both, out, work / f"{case}_{size}_r{repeat}.log", drop, *extra))
+        run["differences"] = [] if case == "filter" else compare_outputs.record_differences(reference, out)
         results[case] = run
         shutil.rmtree(out, ignore_errors=True)
+    results["full"]["differences"] = []
     shutil.rmtree(reference, ignore_errors=True)
     return results
 
 
-def report(repeats: list[dict], pairs: int, delta: int) -> list[str]:
-    lines = [f"incremental runs on {pairs:,} pairs of photo copies (Δ = {delta:,} pairs), "
-             f"{len(repeats)} repeat(s), median (min..max):",
-             f"  full run                 {spread([r['full']['seconds'] for r in repeats], '{:.1f}')} s, "
-             f"its verdict cache {spread([r['full']['cache_bytes'] / pairs for r in repeats], '{:.0f}')} bytes per pair"]
-    for case, label in (("no_change", "nothing changed"), ("delta", f"+{delta:,} new pairs"),
-                        ("resumed", "killed, then re-run")):
-        ratios = [r[case]["seconds"] / r["full"]["seconds"] for r in repeats]
-        lines.append(f"  {label:<24} {spread([r[case]['seconds'] for r in repeats], '{:.1f}')} s, "
-                     f"{spread(ratios)} of the full run (target <= {TARGETS[case]:.2f})")
-    for case in CASES:
-        for index, run in enumerate(repeats):
-            extra = f", killed at {run[case]['killed_at']:.0%} of validation" if "killed_at" in run[case] else ""
-            same = "" if case == "full" else (", output equal to the full run's" if not run[case]["differences"]
-                                               else f", DIFFERENT: {run[case]['differences'][:3]}")
-            lines.append(f"    {case} r{index + 1}: {run[case]['seconds']:.1f} s, lineage {run[case]['lineage']}"
-                         f"{extra}{same}")
-    noisy = max(run["other_cores"] for r in repeats for run in r.values())
-    lines.append(f"  other processes used up to {noisy:.2f} cores during these runs")
+def report(repeats: list[dict], sizes: list[int], every: int) -> list[str]:
+    lines = []
+    for size in sizes:
+        runs = [r[size] for r in repeats]
+        lines += [f"{size:,} pairs of photo copies (Δ = every {every}th row), {len(runs)} repeat(s), median (min..max):",
+                  f"  full run                          {spread([r['full']['seconds'] for r in runs], '{:.1f}')} s"]
+        for case in CASES[1:]:
+            ratios = [r[case]["seconds"] / r["full"]["seconds"] for r in runs]
+            lines.append(f"  {LABELS[case]:<33} {spread([r[case]['seconds'] for r in runs], '{:.1f}')} s, "
+                         f"{spread(ratios)} of the full run (target <= {TARGETS[case]:.2f})")
+        written = [r["delta"]["lineage"]["bytes_written"] / r["full"]["lineage"]["bytes_written"] for r in runs]
+        lines.append(f"  bytes written by +5 %             {spread(written, '{:.3f}')} of the full run's "
+                     f"(target <= {BYTES_TARGET:.2f})")
+        for case in CASES:
+            for index, run in enumerate(runs):
+                extra = f", killed at {run[case]['killed_at']:.0%}" if "killed_at" in run[case] else ""
+                same = "" if case in ("full", "filter") else (
+                    ", holds the full run's records" if not run[case]["differences"]
+                    else f", DIFFERENT: {run[case]['differences']}")
+                lineage = {k: v for k, v in run[case]["lineage"].items() if k in ("validated", "from_cache",
+                                                                                   "records", "bytes_written")}
+                lines.append(f"    {case} r{index + 1}: {run[case]['seconds']:.1f} s, {lineage}{extra}{same}")
+    if len(sizes) >= 2:
+        small, large = sizes[0], sizes[-1]
+        lines.append(f"marginal cost per pair between {small:,} and {large:,} pairs, within each repeat:")
+        full = [(r[large]["full"]["seconds"] - r[small]["full"]["seconds"]) / (large - small) for r in repeats]
+        lines.append(f"  full run                          {spread([1000 * f for f in full], '{:.2f}')} ms a pair")
+        for case in CASES[1:]:
+            marginal = [(r[large][case]["seconds"] - r[small][case]["seconds"]) / (large - small) for r in repeats]
+            ratios = [m / f for m, f in zip(marginal, full)]
+            target = f" (target <= {MARGINAL_TARGET:.2f})" if case == "no_change" else ""
+            lines.append(f"  {LABELS[case]:<33} {spread([1000 * m for m in marginal], '{:.2f}')} ms a pair, "
+                         f"{spread(ratios)} of the full run's{target}")
+    noisy = max(run["other_cores"] for r in repeats for size in sizes for run in r[size].values())
+    lines.append(f"other processes used up to {noisy:.2f} cores during these runs")
     return lines
 
 
@@ -158,7 +189,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workdir", type=Path, default=ROOT / "build" / "bench")
-    parser.add_argument("--pairs", type=positive, default=20_000, help="pairs of D + Δ (default 20,000)")
+    parser.add_argument("--sizes", default="10000,20000",
+                        help="pairs of D + Δ, comma-separated (default 10000,20000: two sizes give the marginal costs)")
     parser.add_argument("--delta_every", type=positive, default=20,
                         help="every n-th row of the listing is Δ (default 20: 5 %%)")
     parser.add_argument("--kill_at", type=float, default=0.9,
@@ -168,17 +200,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--json", type=Path, default=None, help="write every run's figures here")
     args = parser.parse_args(argv)
     args.workdir = args.workdir.resolve()
-    copies = pair_copies(args.workdir, args.pairs)
-    both, base, delta = listings(copies, args.pairs, args.delta_every)
+    args.sizes = sorted(int(size) for size in args.sizes.split(","))
+    pair_copies(args.workdir, max(args.sizes))
     (args.workdir / "incremental").mkdir(parents=True, exist_ok=True)
-    repeats = [one_repeat(args, both, base, repeat) for repeat in range(args.repeats)]
-    lines = report(repeats, args.pairs, delta)
+    repeats = []
+    for repeat in range(args.repeats):
+        order = args.sizes if repeat % 2 == 0 else list(reversed(args.sizes))
+        repeats.append({size: one_size(args, size, repeat) for size in order})
+    lines = report(repeats, args.sizes, args.delta_every)
     print("\n".join(lines))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"machine": {"cores": os.cpu_count()}, "pairs": args.pairs, "delta": delta,
-                                         "repeats": repeats}, indent=1))
-    differing = [case for r in repeats for case, run in r.items() if run.get("differences")]
+        args.json.write_text(json.dumps({"machine": {"cores": os.cpu_count()}, "sizes": args.sizes,
+                                         "repeats": [{str(k): v for k, v in r.items()} for r in repeats]}, indent=1))
+    differing = [case for r in repeats for runs in r.values() for case, run in runs.items() if run.get("differences")]
     return 1 if differing else 0
 
 
