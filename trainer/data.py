@@ -200,13 +200,11 @@ def _first_record(files):
     return None
 
 
-def make_dataset(artifacts: Artifacts, split: str, config: InputConfig, training: bool = True,
-                 shard: Optional[PipelineShard] = None, graph=None, counts=None) -> tf.data.Dataset:
-    """Batches of (image, mask) or (image, label) read from the split's shards (or from ``shard`` only);
-    ``graph``: the transform graph to decode with (default: trainer.transform_graph's, see Decoder).
-    ``counts`` (trainer.balance.RepeatCounts): repeat each record that many times per epoch (--sampling
-    repeat_factor); the copies are shuffled after repeating, so that they rarely share a batch."""
-    shard = shard or shard_for_pipeline(artifacts.shard_paths(split), deleted=artifacts.deleted(split))
+def record_stream(shard: PipelineShard, config: InputConfig, training: bool = True,
+                  counts=None) -> tf.data.Dataset:
+    """The serialized records make_dataset decodes: the shard's live records once in order, or, when training,
+    pass after pass, each record repeated as ``counts`` draws for its pass, and shuffled (unless the decoded
+    examples are cached: make_dataset shuffles those)."""
     by_records = shard.record_shards > 1
     in_order = not training or by_records          # Dealing out records needs the same order on every pipeline.
 
@@ -226,6 +224,18 @@ def make_dataset(artifacts: Artifacts, split: str, config: InputConfig, training
         # larger): the same mixing for a fraction of the memory.
         dataset = dataset.shuffle(config.shuffle_buffer)
         dataset = dataset if counts is not None else dataset.repeat()
+    return dataset
+
+
+def make_dataset(artifacts: Artifacts, split: str, config: InputConfig, training: bool = True,
+                 shard: Optional[PipelineShard] = None, graph=None, counts=None) -> tf.data.Dataset:
+    """Batches of (image, mask) or (image, label) read from the split's shards (or from ``shard`` only);
+    ``graph``: the transform graph to decode with (default: trainer.transform_graph's, see Decoder).
+    ``counts`` (trainer.balance.RepeatCounts): repeat each record that many times per epoch (--sampling
+    repeat_factor); the copies are shuffled after repeating, so that they rarely share a batch."""
+    shard = shard or shard_for_pipeline(artifacts.shard_paths(split), deleted=artifacts.deleted(split))
+    dataset = record_stream(shard, config, training, counts)
+    # serialized Example (shuffled and repeated when training)
     decoder = Decoder(artifacts, probe=_first_record(list(shard.files)), graph=graph)
     dataset = dataset.map(decoder, num_parallel_calls=tf.data.AUTOTUNE, deterministic=not training)
     # {"image": uint8 [H, W, 3], "mask": uint8 [H, W], "point_*": ...} or {"image", "label"}
