@@ -73,6 +73,7 @@ def steps_per_second(artifacts, config, args) -> float:
 
 
 def copies_in_batches(artifacts, config, args) -> dict:
+    """How often two records of one image share a batch, against a perfect shuffle and against neighbours."""
     import tensorflow as tf
     from trainer.balance import RepeatCounts, class_repeat_factors, threshold_for
     from trainer.data import record_stream, shard_for_pipeline
@@ -86,19 +87,37 @@ def copies_in_batches(artifacts, config, args) -> dict:
     counts = RepeatCounts(factors, artifacts.task, artifacts.num_classes, config.seed)
     shard = shard_for_pipeline(artifacts.shard_paths("train"), deleted=artifacts.deleted("train"))
     input_config = _input_config(config, args.batch, True)
+    place = {}                    # source id -> (file, index in the file's live records)
+    for number, path in enumerate(shard.files):
+        one = shard_for_pipeline([path], deleted={path: shard.deleted[number]} if shard.deleted else None)
+        for index, source in enumerate(record_stream(one, input_config, training=False).map(source_of)):
+            place[source.numpy()] = (number, index)
     draws = []                    # per epoch, each image's copies as the trainer draws them
     for epoch in range(args.mix_epochs):
         once = record_stream(shard, input_config, training=False).map(lambda s, e=epoch: (source_of(s), counts(s, e)))
         draws.append({source.numpy(): int(n.numpy()) for source, n in once})
     records = sum(sum(n.values()) for n in draws)
+    copy_pairs = sum(sum(k * (k - 1) / 2 for k in n.values()) for n in draws)
     chance = sum(sum(k * (k - 1) / 2 for k in n.values()) * (args.batch - 1) / (sum(n.values()) - 1) for n in draws)
-    observed, batches = 0, records // args.batch
-    trained = record_stream(shard, input_config, True, counts).map(source_of)
-    for batch in trained.batch(args.batch).take(batches):
+    batches = records // args.batch
+    observed = 0
+    for batch in record_stream(shard, input_config, True, counts).map(source_of).batch(args.batch).take(batches):
         observed += sum(k * (k - 1) // 2 for k in collections.Counter(batch.numpy().tolist()).values())
-    return {"epochs": args.mix_epochs, "records": records, "images": len(draws[0]), "batches": batches,
-            "copies": sum(sum(k for k in n.values() if k > 1) for n in draws),
-            "observed_pairs": observed, "chance_pairs": chance}
+    # The same for two neighbouring records of a file (read one after the other) in the unbalanced stream.
+    neighbours_together = 0
+    plain_batches = len(place) * args.mix_epochs // args.batch
+    for batch in record_stream(shard, input_config, True).map(source_of).batch(args.batch).take(plain_batches):
+        places = {place[source] for source in batch.numpy().tolist()}
+        neighbours_together += sum((f, i + 1) in places for f, i in places)
+    neighbour_pairs = (len(place) - len(shard.files)) * args.mix_epochs
+    return {"epochs": args.mix_epochs, "records": records, "images": len(place), "batches": batches,
+            "copy_pairs": copy_pairs, "observed_pairs": observed, "chance_pairs": chance,
+            "neighbour_pairs": neighbour_pairs, "neighbours_together": neighbours_together}
+
+
+def config_buffer(args) -> int:
+    from trainer.config import TrainConfig
+    return TrainConfig.shuffle_buffer
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -134,10 +153,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     print(f"  steps/s, --sampling shards         {spread(rates['shards'], '{:.2f}')}")
     print(f"  steps/s, --sampling repeat_factor  {spread(rates['repeat_factor'], '{:.2f}')}")
     print(f"  balanced / unbalanced              {spread(ratios)} (target >= 0.95)")
-    print(f"copies in one batch over {mix['epochs']} epochs ({mix['records']:,} records of {mix['images']:,} images, "
-          f"{mix['copies']:,} of them copies of a repeated image, {mix['batches']:,} batches "
-          f"of {args.batch}): {mix['observed_pairs']} same-image pairs in a batch, chance {mix['chance_pairs']:.1f} "
-          f"({mix['observed_pairs'] / max(mix['chance_pairs'], 1e-9):.2f}x)")
+    if mix["records"] / mix["epochs"] < 4 * config_buffer(args):
+        print(f"note: an epoch of {mix['records'] / mix['epochs']:.0f} records is not much larger than the shuffle "
+              f"buffer: one image's records from consecutive epochs meet in it, and count here too")
+    together = mix["observed_pairs"] / max(mix["copy_pairs"], 1)
+    print(f"copies in one batch, {mix['epochs']} epochs ({mix['records']:,} records of {mix['images']:,} images, "
+          f"{mix['batches']:,} batches of {args.batch}):")
+    print(f"  pairs of one image's copies in an epoch    {mix['copy_pairs']:,.0f}")
+    print(f"  of them in one batch                        {mix['observed_pairs']} ({together:.2%})")
+    print(f"  a perfect shuffle of each epoch would put   {mix['chance_pairs']:.1f} "
+          f"({mix['chance_pairs'] / max(mix['copy_pairs'], 1):.2%}), ratio {mix['observed_pairs'] / max(mix['chance_pairs'], 1e-9):.1f}x")
+    print(f"  two neighbouring records of a file, unbalanced stream: {mix['neighbours_together']} of "
+          f"{mix['neighbour_pairs']:,} in one batch ({mix['neighbours_together'] / max(mix['neighbour_pairs'], 1):.2%})")
     return 0
 
 

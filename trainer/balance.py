@@ -74,24 +74,28 @@ class RepeatCounts:
             self._spec = {CLASS_LABEL: tf.io.FixedLenFeature([], tf.int64),
                           SOURCE_ID: tf.io.FixedLenFeature([], tf.string)}
 
-    def factor(self, serialized) -> tf.Tensor:
-        parsed = tf.io.parse_single_example(serialized, self._spec)
+    def _factor(self, parsed) -> tf.Tensor:
         if self._task == "segmentation":
             present = parsed[CLASS_PIXELS] > 0
             return tf.reduce_max(tf.where(present, self._factors, tf.ones_like(self._factors)))
         return tf.gather(self._factors, parsed[CLASS_LABEL])
 
+    def factor(self, serialized) -> tf.Tensor:
+        return self._factor(tf.io.parse_single_example(serialized, self._spec))
+
     def __call__(self, serialized, epoch) -> tf.Tensor:
-        factor = self.factor(serialized)
-        source = tf.io.parse_single_example(serialized, {SOURCE_ID: self._spec[SOURCE_ID]})[SOURCE_ID]
-        key = tf.strings.join([self._seed, tf.strings.as_string(epoch), source], separator="|")
+        parsed = tf.io.parse_single_example(serialized, self._spec)        # one parse for the factor and the key
+        factor = self._factor(parsed)
+        key = tf.strings.join([self._seed, tf.strings.as_string(epoch), parsed[SOURCE_ID]], separator="|")
         draw = tf.cast(tf.strings.to_hash_bucket_fast(key, HASH_BUCKETS), tf.float32) / HASH_BUCKETS
         whole = tf.floor(factor)
         return tf.cast(whole, tf.int64) + tf.cast(draw < factor - whole, tf.int64)
 
 
-def repeat_counts(counts: RepeatCounts, epoch):
-    """A flat_map function: a record as many times as ``counts`` says for ``epoch``."""
-    def repeated(serialized):
-        return tf.data.Dataset.from_tensors(serialized).repeat(counts(serialized, epoch))
-    return repeated
+def repeat_counts(records: tf.data.Dataset, counts: RepeatCounts, epoch) -> tf.data.Dataset:
+    """``records`` (serialized Examples), each as many times as ``counts`` draws for ``epoch``, in order: the draws
+    in parallel (parsing a record is most of their cost), the repeating (cheap) in one flat_map."""
+    drawn = records.map(lambda serialized: (serialized, counts(serialized, epoch)),
+                        num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    # (serialized Example, int64 copies)
+    return drawn.flat_map(lambda serialized, n: tf.data.Dataset.from_tensors(serialized).repeat(n))

@@ -210,7 +210,7 @@ def record_stream(shard: PipelineShard, config: InputConfig, training: bool = Tr
 
     def one_pass(epoch=None):
         records = live_records(shard, config.cycle_length, in_order, shuffle_files=training and not by_records)
-        return records if counts is None else records.flat_map(repeat_counts(counts, epoch))
+        return records if counts is None else repeat_counts(records, counts, epoch)
     if training and counts is not None:
         # With a cache the first pass's draw is cached, and the cache repeated: the same copies every epoch.
         passes = tf.data.Dataset.range(1 if config.cache_dir else 2 ** 62)

@@ -52,7 +52,7 @@ def test_epochs_hold_sum_r_records_and_the_classes_in_the_lvis_shares(train):
     counts = RepeatCounts(class_repeat_factors(artifacts.stats, 0.5), "segmentation", artifacts.num_classes, seed=7)
     per_epoch, per_class, seen = [], collections.Counter(), collections.Counter()
     for epoch in range(EPOCHS):
-        records = live_records(shard, 8, deterministic=True).flat_map(repeat_counts(counts, epoch))
+        records = repeat_counts(live_records(shard, 8, deterministic=True), counts, epoch)
         sources = [tf.io.parse_single_example(x, SPEC)["image/source_id"].numpy().decode() for x in records]
         per_epoch.append(len(sources))
         for source in sources:
