@@ -29,10 +29,10 @@ def artifacts(segmentation_run):
 def test_every_published_file_is_verified_against_the_manifest(artifacts, tmp_path):
     listed = artifacts.manifest["files"]
     assert {shard["path"] for entry in artifacts.manifest["splits"].values() for shard in entry["shards"]} <= set(listed)
-    assert verify_all(artifacts) == sum(os.path.getsize(os.path.join(artifacts.data_dir, p)) for p in listed)
+    assert verify_all(artifacts) == sum(os.path.getsize(artifacts.path_of(p)) for p in listed)
     copy = tmp_path / "copy"
     shutil.copytree(artifacts.root, copy)
-    shard = copy / artifacts.manifest["data_dir"] / artifacts.split("val")["shards"][0]["path"]
+    shard = copy / artifacts.split("val")["shards"][0]["path"]     # relative to the output folder (format 3)
     data = bytearray(shard.read_bytes())
     data[100] ^= 0xFF
     shard.write_bytes(bytes(data))

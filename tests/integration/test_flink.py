@@ -250,7 +250,7 @@ def test_s3_to_s3_on_flink_equals_the_local_direct_run(flink_s3_run, object_loca
     # manifest.json lists every object of its version folder; the lock is released, no upload left open
     data = f"v1/{manifest['data_dir']}/"
     assert sorted(key[len(data):] for key in store.keys(run.bucket, data) if not key.endswith("/")) == \
-        sorted(manifest["files"])
+        sorted([*manifest["files"], "manifest.json"])          # and the version's copy of its manifest
     assert f"v1/{layout.LOCK}" not in store.keys(run.bucket, "v1/")
     assert store.incomplete_uploads(run.bucket) == []
     from tools.objstore.stores import subprocess_env

@@ -49,7 +49,7 @@ def page_visit(request):
     out = request.getfixturevalue(request.param)[0]
     manifest = json.loads((out / "manifest.json").read_text())
     html_path = out / manifest["data_dir"] / "report.html"      # the page the run published
-    assert html_path.read_bytes() == render_report(manifest, str(html_path.parent))
+    assert html_path.read_bytes() == render_report(manifest, str(out))            # paths relative to the output folder
     return request.param, manifest, visit(str(html_path)), html_path
 
 

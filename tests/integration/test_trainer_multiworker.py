@@ -109,7 +109,7 @@ def test_both_workers_train_together_under_multi_worker_mirrored(two_workers):
 def test_each_worker_read_its_own_train_shards(two_workers):
     out, job_dir, _ = two_workers
     manifest = json.loads((out / "manifest.json").read_text())
-    train_shards = {str(out / manifest["data_dir"] / shard["path"]) for shard in manifest["splits"]["train"]["shards"]}
+    train_shards = {str(out / shard["path"]) for shard in manifest["splits"]["train"]["shards"]}
     assert len(train_shards) >= WORKERS
     read = [json.loads((folder / "input_shards.json").read_text()) for folder in worker_dirs(job_dir)]
     train = [record["train"] for record in read]
@@ -122,7 +122,7 @@ def test_each_worker_read_its_own_train_shards(two_workers):
     assert not files[0] & files[1]
     assert files[0] | files[1] == train_shards
     # Validation (whole val images after each epoch) runs on the chief only, over the whole val split.
-    val_shards = [str(out / manifest["data_dir"] / shard["path"]) for shard in manifest["splits"]["val"]["shards"]]
+    val_shards = [str(out / shard["path"]) for shard in manifest["splits"]["val"]["shards"]]
     chief_val, other_val = (record["val"] for record in read)
     assert other_val == []
     assert [(part["files"], part["num_pipelines"]) for part in chief_val] == [(val_shards, 1)]
