@@ -5,6 +5,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 
 from beam_pipeline.core import features, mask_report
 from beam_pipeline.core.balance import class_repeat_factors, presence_counts
+from beam_pipeline.core.repeat_weights import weight_of
 from beam_pipeline.core.records import DUPLICATE, FILTERED, REJECTED
 from beam_pipeline.core.selection import TRAIN
 
@@ -49,7 +50,8 @@ def summarise_splits(shards: List[dict], task: str, num_classes: int) -> Dict[st
         entry = splits.setdefault(shard["split"], {
             "num_examples": 0, "num_images": 0, "num_bytes": 0, "class_images": [0] * num_classes,
             "class_pixels": [0] * num_classes if task == "segmentation" else [], "ignore_pixels": 0,
-            "repeat_weight": 0.0, "class_repeat_weight": [0.0] * num_classes, "shards": []})
+            "repeat_weight": 0, "class_repeat_weight": [0] * num_classes, "shards": []})
+        # repeat weights: exact integer sums (core/balance.weight_units), floats once every shard is in
         live = shard["records"] - len(shard.get("deleted") or ())
         entry["num_examples"] += live
         entry["num_images"] += shard["originals"]
@@ -57,7 +59,7 @@ def summarise_splits(shards: List[dict], task: str, num_classes: int) -> Dict[st
         entry["class_images"] = _add(entry["class_images"], shard["class_images"])
         entry["class_pixels"] = _add(entry["class_pixels"], shard["class_pixels"])
         entry["ignore_pixels"] += shard["ignore_pixels"]
-        entry["repeat_weight"] += shard.get("repeat_weight", 0.0)
+        entry["repeat_weight"] += shard.get("repeat_weight", 0)
         entry["class_repeat_weight"] = _add(entry["class_repeat_weight"], shard.get("class_repeat_weight") or ())
         entry["shards"].append({**{k: _plain(shard[k]) for k in _SHARD_FIELDS},
                                 **{k: shard[k] for k in _SHARD_FILES if shard.get(k)},
@@ -66,11 +68,13 @@ def summarise_splits(shards: List[dict], task: str, num_classes: int) -> Dict[st
         if shard["stratum"] >= 0:
             strata = entry.setdefault("strata", {})
             stratum = strata.setdefault(shard["stratum"], {"class": shard["stratum"], "num_examples": 0,
-                                                           "repeat_weight": 0.0, "shards": []})
+                                                           "repeat_weight": 0, "shards": []})
             stratum["num_examples"] += live
             stratum["repeat_weight"] += shard["repeat_weight"]
             stratum["shards"].append(shard["path"])
     for entry in splits.values():
+        entry["repeat_weight"] = weight_of(entry["repeat_weight"])
+        entry["class_repeat_weight"] = [weight_of(units) for units in entry["class_repeat_weight"]]
         if "strata" in entry:
             entry["strata"] = _strata_weights(entry.pop("strata"))
     return splits

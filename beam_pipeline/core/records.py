@@ -11,6 +11,8 @@ import pickle
 import struct
 from typing import Iterator, Optional, Tuple
 
+from beam_pipeline.core.repeat_weights import weight_units
+
 Metadata = Tuple[Tuple[str, object], ...]
 
 # Outcome.status: what happened to a discovered input that is not written.
@@ -191,13 +193,14 @@ class ShardInfo(_CompactPickle):
     class_pixels: Tuple[int, ...] = ()   # Segmentation: pixels of each class.
     ignore_pixels: int = 0
     stratum: int = -1
-    repeat_weight: float = 0.0           # Sum of the records' repeat factors (strata weights).
+    repeat_weight: int = 0               # Sum of the records' repeat factors, exact (core/balance.weight_units).
     mask_values: Tuple[Tuple[int, int, int], ...] = ()   # Mapped masks: (source, pixels, images), originals only.
     keys: str = ""                        # The shard's keys file (core/versions.py), relative to the output.
     class_index: str = ""                 # The shard's part of the class index ("" when it has no train record).
     side_files: Tuple[Tuple[str, int, str], ...] = ()    # (path, bytes, sha256) of the two files above.
     deleted: Tuple[int, ...] = ()         # Record indices (0-based, in file order) the version does not hold.
-    class_repeat_weight: Tuple[float, ...] = ()   # The live records' repeat factors summed per class they hold.
+    class_repeat_weight: Tuple[int, ...] = ()     # The live records' repeat factors summed per class they hold
+                                                  # (exact, as repeat_weight).
     live_bytes: int = -1                  # The live records' framed bytes (-1: all of the file's, none deleted).
 
 
@@ -217,12 +220,12 @@ class ClassTally:
         self._segmentation = False
         self.ignore = 0
         self._sources = {}                 # mapped masks' source value -> [pixels, images], originals only
-        self._weighted = [0.0] * num_classes   # the records' repeat factors summed per class they hold
+        self._weighted = [0] * num_classes     # the records' repeat factors summed per class they hold (exact)
 
     def add(self, pair: ValidPair) -> None:
         for c in pair.present_classes:
             if 0 <= c < len(self._weighted):
-                self._weighted[c] += pair.repeat_factor
+                self._weighted[c] += weight_units(pair.repeat_factor)
         if pair.class_pixels:
             self._segmentation = True
             for c, count in enumerate(pair.class_pixels):
@@ -244,7 +247,7 @@ class ClassTally:
     def pixels(self) -> Tuple[int, ...]:
         return tuple(self._pixels) if self._segmentation else ()
 
-    def weighted(self) -> Tuple[float, ...]:
+    def weighted(self) -> Tuple[int, ...]:
         return tuple(self._weighted)
 
     def mask_values(self) -> Tuple[Tuple[int, int, int], ...]:

@@ -17,6 +17,7 @@ from the parent's keys files, grouped by record key, and then by shard.
 import apache_beam as beam
 
 from beam_pipeline.core import versions
+from beam_pipeline.core.repeat_weights import weight_units
 from beam_pipeline.core.records import ClassTally, ShardInfo, ValidPair
 from beam_pipeline.io import files
 from beam_pipeline.stages.shuffle import GroupPackedByKey
@@ -120,7 +121,7 @@ class ShardVersionFn(beam.DoFn):
                         records=shard.records, bytes=shard.bytes, sha256=shard.sha256,
                         originals=sum(1 for _, pair, _ in kept if pair.copy == 0), class_images=tally.images(),
                         class_pixels=tally.pixels(), ignore_pixels=tally.ignore, mask_values=tally.mask_values(),
-                        repeat_weight=sum(pair.repeat_factor for _, pair, _ in kept),
+                        repeat_weight=sum(weight_units(pair.repeat_factor) for _, pair, _ in kept),
                         live_bytes=sum(size for _, _, size in kept),
                         class_repeat_weight=tally.weighted(),
                         keys=shard.keys, class_index=shard.class_index, side_files=shard.side_files,

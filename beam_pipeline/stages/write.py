@@ -28,6 +28,7 @@ from apache_beam.metrics import Metrics
 
 from beam_pipeline import phases
 from beam_pipeline.core import layout, paths
+from beam_pipeline.core.repeat_weights import weight_units
 from beam_pipeline.core.checks import Rejection
 from beam_pipeline.core.example import frame_record
 from beam_pipeline.core.failures import write_failed
@@ -99,7 +100,7 @@ class WriteShardFn(counters.CountingDoFn):
         shard_path = layout.in_version(self._spec.version, name)         # as the manifest names it
         digest = hashlib.sha256()
         records = written_bytes = originals = 0
-        weight = 0.0
+        weight = 0
         tally = ClassTally(self._spec.check.limits.num_classes)
         split = stratum = None
         ordered = sorted(group_pairs, key=_order_key)
@@ -134,7 +135,7 @@ class WriteShardFn(counters.CountingDoFn):
                 if pair.copy == 0:
                     self._pairs.inc()
                 written_bytes += len(framed)
-                weight += pair.repeat_factor
+                weight += weight_units(pair.repeat_factor)
                 tally.add(pair)
         self._bytes.inc(written_bytes)
         side = {}

@@ -6,6 +6,7 @@ import tensorflow as tf
 from beam_pipeline.core import example, features
 from beam_pipeline.core.manifest import CountsDoNotReconcile, build_manifest, count_outcomes
 from beam_pipeline.core.records import PairRef, ValidPair
+from beam_pipeline.core.repeat_weights import weight_units
 from beam_pipeline.core.sharding import num_shards_for, pack_buckets, shard_file_name
 
 
@@ -84,7 +85,7 @@ def test_shard_file_name():
 
 
 def _manifest(discovered):
-    shards = [{"group": "train", "split": "train", "index": 0, "originals": 5, "stratum": -1, "repeat_weight": 5.0, "num_shards": 1, "path": "train-00000-of-00001.tfrecord",
+    shards = [{"group": "train", "split": "train", "index": 0, "originals": 5, "stratum": -1, "repeat_weight": 5 * weight_units(1.0), "num_shards": 1, "path": "train-00000-of-00001.tfrecord",
                "records": 5, "bytes": 10, "sha256": "x", "class_images": (5, 2), "class_pixels": (40, 3),
                "ignore_pixels": 1}]
     counts = count_outcomes([(("rejected", "truncated"), 2), (("filtered", "sample_fraction"), 3),

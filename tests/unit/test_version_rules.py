@@ -100,3 +100,20 @@ def test_the_record_counter_follows_the_framing_across_chunks():
     assert digests.deleted_problems("s", [0, 4], 5) == []
     assert [p.kind for p in digests.deleted_problems("s", [4, 1], 5) + digests.deleted_problems("s", [5], 5)] == [
         digests.RECORDS, digests.RECORDS]
+
+
+def test_repeat_weights_sum_to_the_same_float_however_the_records_are_grouped():
+    """A version's splits sum their records' repeat factors shard by shard, grouped unlike a fresh run's: the
+    exact sums give the correctly rounded total (math.fsum) for every grouping, where float sums need not."""
+    import math
+    import random
+    from beam_pipeline.core.repeat_weights import weight_of, weight_units
+    rng = random.Random(5)
+    factors = [max(1.0, math.sqrt(0.5 / rng.uniform(0.001, 1.0))) for _ in range(2000)]
+    totals = set()
+    for _ in range(20):
+        rng.shuffle(factors)
+        cuts = sorted(rng.sample(range(1, len(factors)), 30))
+        groups = [factors[a:b] for a, b in zip([0, *cuts], [*cuts, len(factors)])]
+        totals.add(weight_of(sum(sum(weight_units(f) for f in group) for group in groups)))
+    assert totals == {math.fsum(factors)}
