@@ -50,7 +50,8 @@ def trainer_config(data: Path, args, sampling: str):
     from trainer.config import parse_config
     return parse_config(["--data", str(data), "--job_dir", str(args.workdir / "training_balance" / "job"),
                          "--sampling", sampling, "--global_batch_size", str(args.batch),
-                         "--crop", f"{args.crop},{args.crop}", "--no_verify_shards"])
+                         "--crop", f"{args.crop},{args.crop}", "--no_verify_shards",
+                         "--balance_threshold", str(args.threshold)])
 
 
 def steps_per_second(artifacts, config, args) -> float:
@@ -130,6 +131,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--steps", type=positive, default=30, help="steps per epoch (default 30)")
     parser.add_argument("--batch", type=positive, default=8, help="global batch size (default 8)")
     parser.add_argument("--crop", type=positive, default=128, help="patch side (default 128)")
+    parser.add_argument("--threshold", type=float, default=1.0,
+                        help="the trainer's --balance_threshold (default 1.0: the photo corpus's classes are common, "
+                             "and at the pipeline's 0.5 few images would be repeated)")
     parser.add_argument("--mix_epochs", type=positive, default=3, help="epochs of records batched for the copies")
     args = parser.parse_args(argv)
     args.workdir = args.workdir.resolve()
@@ -148,7 +152,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     log("batching the balanced record stream")
     mix = copies_in_batches(artifacts, trainer_config(data, args, "repeat_factor"), args)
     ratios = [b / a for a, b in zip(rates["shards"], rates["repeat_factor"])]
-    print(f"{args.pairs:,} photo-copy pairs, U-Net at {args.crop}x{args.crop}, batch {args.batch}, "
+    print(f"{args.pairs:,} photo-copy pairs, --balance_threshold {args.threshold}, U-Net at {args.crop}x{args.crop}, batch {args.batch}, "
           f"{args.epochs - 1} x {args.steps} timed steps, {args.repeats} repeat(s), median (min..max):")
     print(f"  steps/s, --sampling shards         {spread(rates['shards'], '{:.2f}')}")
     print(f"  steps/s, --sampling repeat_factor  {spread(rates['repeat_factor'], '{:.2f}')}")
@@ -157,6 +161,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"note: an epoch of {mix['records'] / mix['epochs']:.0f} records is not much larger than the shuffle "
               f"buffer: one image's records from consecutive epochs meet in it, and count here too")
     together = mix["observed_pairs"] / max(mix["copy_pairs"], 1)
+    print(f"  records per epoch: {mix['records'] / mix['epochs']:.0f} from {mix['images']:,} images")
     print(f"copies in one batch, {mix['epochs']} epochs ({mix['records']:,} records of {mix['images']:,} images, "
           f"{mix['batches']:,} batches of {args.batch}):")
     print(f"  pairs of one image's copies in an epoch    {mix['copy_pairs']:,.0f}")
