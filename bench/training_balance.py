@@ -116,11 +116,6 @@ def copies_in_batches(artifacts, config, args) -> dict:
             "neighbour_pairs": neighbour_pairs, "neighbours_together": neighbours_together}
 
 
-def config_buffer(args) -> int:
-    from trainer.config import TrainConfig
-    return TrainConfig.shuffle_buffer
-
-
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -150,14 +145,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             log(f"repeat {repeat + 1}: training with --sampling {sampling}")
             rates[sampling].append(steps_per_second(artifacts, trainer_config(data, args, sampling), args))
     log("batching the balanced record stream")
-    mix = copies_in_batches(artifacts, trainer_config(data, args, "repeat_factor"), args)
+    balanced = trainer_config(data, args, "repeat_factor")
+    mix = copies_in_batches(artifacts, balanced, args)
     ratios = [b / a for a, b in zip(rates["shards"], rates["repeat_factor"])]
     print(f"{args.pairs:,} photo-copy pairs, --balance_threshold {args.threshold}, U-Net at {args.crop}x{args.crop}, batch {args.batch}, "
           f"{args.epochs - 1} x {args.steps} timed steps, {args.repeats} repeat(s), median (min..max):")
     print(f"  steps/s, --sampling shards         {spread(rates['shards'], '{:.2f}')}")
     print(f"  steps/s, --sampling repeat_factor  {spread(rates['repeat_factor'], '{:.2f}')}")
     print(f"  balanced / unbalanced              {spread(ratios)} (target >= 0.95)")
-    if mix["records"] / mix["epochs"] < 4 * config_buffer(args):
+    if mix["records"] / mix["epochs"] < 4 * balanced.shuffle_buffer:
         print(f"note: an epoch of {mix['records'] / mix['epochs']:.0f} records is not much larger than the shuffle "
               f"buffer: one image's records from consecutive epochs meet in it, and count here too")
     together = mix["observed_pairs"] / max(mix["copy_pairs"], 1)

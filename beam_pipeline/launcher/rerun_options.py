@@ -11,7 +11,8 @@ def add_rerun_arguments(parser) -> None:
              "the pair again (a run on a grown corpus, a re-run after a kill). Default OUTPUT/cache, which "
              "re-running the same command with --overwrite uses with no new flag. Local, gs:// or s3://; one "
              "cache per output.")
-    cache.add_argument(
+    versions = parser.add_argument_group("versions (docs/incremental.md)")
+    versions.add_argument(
         "--compact", default="auto", choices=("auto", "never", "all"),
         help="A re-run keeps the records of its parent version's shards that did not change, writes new shards "
              "for the rest, and records the parent's records that are gone as deleted (docs/incremental.md). "
