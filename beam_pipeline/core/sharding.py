@@ -84,6 +84,12 @@ def shard_file_name(group: str, index: int, num_shards: int) -> str:
     return f"{group}-{index:05d}-of-{num_shards:05d}.tfrecord"
 
 
+def shard_name_parts(path: str) -> Tuple[str, int, int]:
+    """(group, index, num_shards) of a shard path (any folder), the inverse of :func:`shard_file_name`."""
+    group, index, _, of = path.rsplit("/", 1)[-1].rsplit(".", 1)[0].rsplit("-", 3)
+    return group, int(index), int(of)
+
+
 def same_images(item) -> int:
     """The packing group of a ``(bucket, copy)`` item: repeat copies of one bucket's images."""
     bucket, _ = item

@@ -27,6 +27,8 @@ import hashlib
 import json
 from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
+from beam_pipeline.core.sharding import shard_name_parts
+
 KEEP, WRITE, DELETE = "keep", "write", "delete"
 COMPACT_AUTO, COMPACT_NEVER, COMPACT_ALL = "auto", "never", "all"
 LIVE_SHARE = 0.5              # --compact auto: a shard with a smaller share of live records is compacted
@@ -187,7 +189,7 @@ class ParentSpec:
 
 def group_of(shard_path: str) -> str:
     """``train`` of ``runs/<id>/train-00001-of-00004.tfrecord`` (core/sharding.shard_file_name)."""
-    return shard_path.rsplit("/", 1)[-1].rsplit("-", 3)[0]
+    return shard_name_parts(shard_path)[0]
 
 
 def parent_shards(manifest: dict) -> Tuple[ParentShard, ...]:

@@ -19,6 +19,7 @@ import apache_beam as beam
 from beam_pipeline.core import versions
 from beam_pipeline.core.repeat_weights import weight_units
 from beam_pipeline.core.records import ClassTally, ShardInfo, ValidPair
+from beam_pipeline.core.sharding import shard_name_parts
 from beam_pipeline.io import files
 from beam_pipeline.stages.shuffle import GroupPackedByKey
 from beam_pipeline.stages.specs import ShuffleSpec
@@ -115,9 +116,8 @@ class ShardVersionFn(beam.DoFn):
             tally.add(pair)
         if kept:
             yield beam.pvalue.TaggedOutput(COUNTS_TAG, (KEPT, len(kept)))
-        name = path.rsplit("/", 1)[-1]
-        index, of = name[len(shard.group) + 1:].split(".")[0].split("-of-")
-        yield ShardInfo(group=shard.group, split=shard.split, index=int(index), num_shards=int(of), path=path,
+        _, index, of = shard_name_parts(path)
+        yield ShardInfo(group=shard.group, split=shard.split, index=index, num_shards=of, path=path,
                         records=shard.records, bytes=shard.bytes, sha256=shard.sha256,
                         originals=sum(1 for _, pair, _ in kept if pair.copy == 0), class_images=tally.images(),
                         class_pixels=tally.pixels(), ignore_pixels=tally.ignore, mask_values=tally.mask_values(),

@@ -117,3 +117,9 @@ def test_repeat_weights_sum_to_the_same_float_however_the_records_are_grouped():
         groups = [factors[a:b] for a, b in zip([0, *cuts], [*cuts, len(factors)])]
         totals.add(weight_of(sum(sum(weight_units(f) for f in group) for group in groups)))
     assert totals == {math.fsum(factors)}
+
+
+def test_a_shard_path_gives_back_its_group_index_and_count():
+    from beam_pipeline.core.sharding import shard_name_parts
+    assert shard_name_parts("runs/20261202T193807Z-d94d7366/train-00003-of-00012.tfrecord") == ("train", 3, 12)
+    assert shard_name_parts("train_stratum-2-00000-of-00001.tfrecord") == ("train_stratum-2", 0, 1)
