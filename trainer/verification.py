@@ -44,7 +44,7 @@ def _shard_names(artifacts: Artifacts) -> set:
     return {shard["path"] for entry in artifacts.manifest["splits"].values() for shard in entry["shards"]}
 
 
-def _growing(artifacts: Artifacts, relative: str) -> bool:
+def _growing(relative: str) -> bool:
     """A file whose size grows with the dataset: checked in the background, with the shards."""
     within = relative.split("/", 2)[2] if relative.startswith("runs/") and relative.count("/") >= 2 else relative
     return within.startswith(GROWING)
@@ -113,7 +113,7 @@ def check_before_training(artifacts: Artifacts, record: Optional[VerifiedRecord]
     if problems:
         raise ArtifactError(problems[0])
     shards = _shard_names(artifacts)
-    later = [name for name in names if name in shards or _growing(artifacts, name)]
+    later = [name for name in names if name in shards or _growing(name)]
     checked = []
     for relative in names:
         if relative in later or (record is not None and record.done(relative, table)):
