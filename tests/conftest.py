@@ -46,9 +46,27 @@ def corpus_dir(tmp_path_factory):
     return out
 
 
-def run_cli(*args, check=True):
-    """Run ``python -m beam_pipeline`` as a user would; returns the CompletedProcess."""
-    completed = subprocess.run([sys.executable, "-m", "beam_pipeline", *map(str, args)],
+# The DirectRunner in one process, its workers threads: faster than the default worker processes on the
+# small corpora of the tests (docs/running.md, "The command and the default runner").
+THREADS = ("--direct_running_mode", "multi_threading")
+# The two engines of the tests parametrised over them: one thread, and the default's worker processes (two).
+ENGINES = {"threads1": ["--direct_running_mode", "multi_threading", "--direct_num_workers", "1"],
+           "processes2": ["--direct_running_mode", "multi_processing", "--direct_num_workers", "2"]}
+# Options that choose the engine: a command holding one of them runs as it says.
+ENGINE_OPTIONS = ("--direct_running_mode", "--direct_num_workers", "--runner")
+
+
+def run_cli(*args, check=True, default_engine=False):
+    """Run ``python -m beam_pipeline`` as a user would; returns the CompletedProcess.
+
+    Unless the command chooses its engine (ENGINE_OPTIONS) or ``default_engine`` is set, the run's workers
+    are threads (THREADS): the tests that need the default's worker processes (the shared runs below, the
+    kill matrix, the worker logs, the option-passing to workers, each parametrised threads/processes pair)
+    ask for them."""
+    args = [str(arg) for arg in args]
+    if not default_engine and not any(arg.split("=")[0] in ENGINE_OPTIONS for arg in args) and "--help" not in args:
+        args += THREADS
+    completed = subprocess.run([sys.executable, "-m", "beam_pipeline", *args],
                                cwd=ROOT, capture_output=True, text=True, timeout=900)
     if check and completed.returncode != 0:
         raise AssertionError(f"exit {completed.returncode}\n{completed.stdout[-3000:]}\n{completed.stderr[-5000:]}")
@@ -60,7 +78,7 @@ def segmentation_run(corpus_dir, tmp_path_factory):
     """The sample corpus's manifest through the command line, with small shards."""
     out = tmp_path_factory.mktemp("seg_out")
     completed = run_cli("--input", corpus_dir / "segmentation" / "manifest.csv", "--output", out,
-                        "--num_classes", NUM_CLASSES, "--target_shard_bytes", 4_000_000)
+                        "--num_classes", NUM_CLASSES, "--target_shard_bytes", 4_000_000, default_engine=True)
     return out, completed
 
 
@@ -148,7 +166,7 @@ def classification_run(corpus_dir, tmp_path_factory):
     the class folders count themselves."""
     out = tmp_path_factory.mktemp("cls_out")
     completed = run_cli("--input", corpus_dir / "classification" / "images", "--output", out,
-                        "--task", "classification", "--balance", "strata")
+                        "--task", "classification", "--balance", "strata", default_engine=True)
     return out, completed
 
 

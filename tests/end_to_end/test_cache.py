@@ -1,9 +1,9 @@
 """The verdict cache (docs/cache.md): incremental runs give what a full run gives, byte for byte.
 
 On a copy of the sample corpus (252 listing rows), D is the listing without every 20th row and Δ
-those rows. For --direct_num_workers 1 and 2: a full run on D + Δ without the cache is the
-reference; a run on D and then the same command on D + Δ (the cache next to the output, no new
-flag) must publish the same shards, stats.json, transform output, rejects and class index, having
+those rows. On one thread and on two SDK worker processes (conftest.ENGINES): a full run on
+D + Δ without the cache is the reference; a run on D and then the same command on D + Δ (the
+cache next to the output, no new flag) must publish the same shards, stats.json, transform output, rejects and class index, having
 validated only Δ and the pairs whose files cannot be kept (missing or empty). Then, on that output:
 one image rewritten with one byte changed (its size and mtime put back) and another only touched;
 --revalidate; a mask template that points elsewhere; an option that changes verdicts. Each must
@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from beam_pipeline.core import reasons
-from conftest import NUM_CLASSES, assert_same_outputs, manifest_of, run_cli
+from conftest import ENGINES, NUM_CLASSES, assert_same_outputs, manifest_of, run_cli
 
 DELTA_EVERY = 20
 UNCACHEABLE = (reasons.MISSING_FILE, reasons.EMPTY_FILE, reasons.UNREADABLE, reasons.FILE_TOO_LARGE)
@@ -60,12 +60,12 @@ def lineage(out: Path) -> dict:
     return manifest_of(out)["lineage"]
 
 
-@pytest.fixture(scope="module", params=[1, 2], ids=["workers1", "workers2"])
+@pytest.fixture(scope="module", params=list(ENGINES))
 def incremental(request, corpus, tmp_path_factory):
-    """(reference output, incremental output, lineage of the run on D, workers)."""
+    """(reference output, incremental output, lineage of the run on D, engine)."""
     folder, _ = corpus
-    workers = ["--direct_num_workers", str(request.param)]
-    work = tmp_path_factory.mktemp(f"cache_w{request.param}")
+    workers = ENGINES[request.param]
+    work = tmp_path_factory.mktemp(f"cache_{request.param}")
     reference = work / "reference"
     run_cli("--input", folder / "d_delta.csv", "--output", reference, *OPTIONS, *workers, "--no_cache")
     out = work / "incremental"
@@ -90,8 +90,8 @@ def test_a_run_after_adding_pairs_validates_only_them_and_equals_a_full_run(incr
 
 
 def test_the_summary_and_the_report_show_the_lineage(incremental, corpus):
-    _, out, _, workers = incremental
-    if workers != 2:
+    _, out, _, engine = incremental
+    if engine != "processes2":
         pytest.skip("one output is enough")
     folder, _ = corpus
     again = run_cli("--input", folder / "d_delta.csv", "--output", out, *OPTIONS, "--overwrite")
@@ -126,10 +126,10 @@ def plain_jpegs(folder: Path) -> list:
 
 @pytest.fixture(scope="module")
 def changed(incremental, corpus, tmp_path_factory):
-    """On the workers-2 output: one image's byte changed (size and mtime kept), another touched; a run, a
+    """On the processes2 output: one image's byte changed (size and mtime kept), another touched; a run, a
     fresh run on the corpus as it is now, and then --revalidate."""
-    reference, out, _, workers = incremental
-    if workers != 2:
+    reference, out, _, engine = incremental
+    if engine != "processes2":
         pytest.skip("one output is enough")
     folder, _ = corpus
     changed_image, touched_image = plain_jpegs(folder)[:2]

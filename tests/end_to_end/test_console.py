@@ -59,7 +59,7 @@ def test_pipeline_prints_only_its_own_lines(segmentation_run):
 
 def test_pipeline_verbose_shows_third_party_lines_from_launcher_and_workers(corpus_dir, tmp_path):
     completed = run_cli("--input", corpus_dir / "segmentation" / "manifest.csv", "--output", tmp_path / "out",
-                        "--num_classes", 8, "--max_examples", 30, "-v")
+                        "--num_classes", 8, "--max_examples", 30, "-v", default_engine=True)
     found = noise_in(output(completed))
     # TensorFlow's C++ lines (launcher and workers), the grpcio notice (every process), Beam's worker records
     for name in ("absl preamble", "oneDNN notice", "FutureWarning", "grpcio PQC notice", "Beam worker record",

@@ -40,7 +40,7 @@ import pytest
 
 from beam_pipeline import phases
 from beam_pipeline.verify import NO_DATASET, main as verify_main, verify
-from conftest import NUM_CLASSES, ROOT, assert_same_outputs, dataset_dir, manifest_of
+from conftest import ENGINES, NUM_CLASSES, ROOT, assert_same_outputs, dataset_dir, manifest_of
 
 RUN_TIMEOUT = 900
 FRESH_KILLS = (phases.VALIDATE, phases.STATISTICS, phases.WRITE_SHARD, phases.PUBLISH, phases.PUBLISH_MANIFEST)
@@ -325,13 +325,13 @@ def committed_verdicts(out: Path) -> dict:
     return verdicts
 
 
-@pytest.fixture(scope="module", params=[1, 2], ids=["workers1", "workers2"])
+@pytest.fixture(scope="module", params=list(ENGINES))
 def resumed(request, corpus_dir, reference, tmp_path_factory):
-    """A fresh output: the command (with one or two SDK workers) killed once an SDK worker has committed its
+    """A fresh output: the command (on one thread, or two SDK worker processes) killed once a worker has committed its
     8th verdict bucket (most hold one of the 40 pairs), then run again."""
-    work = tmp_path_factory.mktemp(f"resumed_w{request.param}")
+    work = tmp_path_factory.mktemp(f"resumed_{request.param}")
     out = work / "out"
-    args = [*command(corpus_dir), "--direct_num_workers", str(request.param)]
+    args = [*command(corpus_dir), *ENGINES[request.param]]
     kill = kill_at(out, args, phases.VERDICTS_COMMITTED, work / "killed.log", pause_after=8)
     kept = committed_verdicts(out)
     rerun = start([*args, "--output", out], work / "rerun.log")

@@ -3,11 +3,11 @@ the same records as a fresh full run.
 
 On a copy of the sample corpus: D is the listing without every 10th row. The final listing is D + Δ − R: Δ (every
 10th row) added, R (every 7th row of D) removed, one image rewritten with other pixels, and one pair moved to
-another split in the listing's split column. For --direct_num_workers 1 and 2, a run on D and then a re-run on
-the final listing (--overwrite, the same command otherwise) must publish a version whose live records are, as a
-multiset of SHA-256 per split, those of a fresh full run on the final listing; stats.json and the TFDV statistics
-byte-identical; the class index the same lines for the live records; every removed, changed and moved pair's
-record deleted and no kept shard rewritten. Then --compact all on that version gives shards byte-identical to the
+another split in the listing's split column. On one thread and on two SDK worker processes (conftest.ENGINES), a
+run on D and then a re-run on the final listing (--overwrite, the same command otherwise) must publish a version
+whose live records are, as a multiset of SHA-256 per split, those of a fresh full run on the final listing;
+stats.json and the TFDV statistics byte-identical; the class index the same lines for the live records; every
+removed, changed and moved pair's record deleted and no kept shard rewritten. Then --compact all on that version gives shards byte-identical to the
 fresh run's (tools/compare_outputs.py).
 """
 
@@ -22,7 +22,7 @@ import pytest
 import tensorflow as tf
 from PIL import Image
 
-from conftest import NUM_CLASSES, assert_same_outputs, dataset_dir, run_cli
+from conftest import ENGINES, NUM_CLASSES, assert_same_outputs, dataset_dir, run_cli
 
 OPTIONS = ["--num_classes", str(NUM_CLASSES), "--target_shard_bytes", "2000000"]
 DELTA_EVERY, REMOVE_EVERY = 10, 7
@@ -61,12 +61,12 @@ def fresh(corpus, tmp_path_factory):
     return out, before
 
 
-@pytest.fixture(scope="module", params=[1, 2], ids=["workers1", "workers2"])
+@pytest.fixture(scope="module", params=list(ENGINES))
 def versioned(request, corpus, fresh, tmp_path_factory):
     """(versioned output, the reference): a run on D, the image rewritten, then a re-run on the final listing."""
     folder, changed, _, _ = corpus
-    workers = ["--direct_num_workers", str(request.param)]
-    out = tmp_path_factory.mktemp(f"versions_w{request.param}") / "out"
+    workers = ENGINES[request.param]
+    out = tmp_path_factory.mktemp(f"versions_{request.param}") / "out"
     image = folder / changed["image"]
     image.write_bytes(fresh[1])                         # the image as D had it
     run_cli("--input", folder / "d.csv", "--output", out, *OPTIONS, *workers)

@@ -3,7 +3,9 @@ publishing to another, on the local S3 server (moto) and GCS emulator, against o
 
 The command is docs/outputs.md's cloud command with the test servers' endpoint and credentials (S3: the
 ``--s3_endpoint_url``/``--s3_region_name`` options and boto3's environment; GCS: the emulator's variables
-and ``--project``), on the DirectRunner with its two SDK worker processes.
+and ``--project``). The whole run on each store is the DirectRunner's default, two SDK worker processes (the
+store's options must reach them); the runs after it use threads (conftest.THREADS), which the tests in this module
+do not depend on and which start faster.
 
 * Each store's run equals the same run on local disk byte for byte (conftest.assert_same_outputs:
   shards, stats.json, transform variables and schemas, TFDV statistics; rejects as sets of lines),
@@ -39,7 +41,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from beam_pipeline import phases
 from beam_pipeline.core import layout
-from conftest import OBJECT_RUN_OPTIONS, ROOT, assert_same_outputs, manifest_of, run_cli
+from conftest import OBJECT_RUN_OPTIONS, ROOT, THREADS, assert_same_outputs, manifest_of, run_cli
 from objstore_fixtures import CORPUS_BUCKET, unique_bucket
 from tools.objstore.stores import apply_env, subprocess_env
 
@@ -295,7 +297,8 @@ def test_gcs_rerun_reuses_the_verdicts_in_its_output_cache(gcs_corpus, published
     assert result.code == 0, result.output[-6000:]
     store, bucket = gcs_corpus, result.bucket
     code, text = run(store, ["--input", store.url(CORPUS_BUCKET, "segmentation/manifest.csv"),
-                             "--output", store.url(bucket, "v1"), "--overwrite", *COMMON], tmp_path / "rerun.log")
+                             "--output", store.url(bucket, "v1"), "--overwrite", *COMMON, *THREADS],
+                     tmp_path / "rerun.log")
     assert code == 0, text[-6000:]
     copy = download(store, bucket, "v1", tmp_path / "copy")
     assert_same_outputs(local_run[0], copy, input_roots=corpus_roots(object_corpus, store))
@@ -340,7 +343,7 @@ def test_s3_killed_overwrite_keeps_the_dataset_and_the_next_run_replaces_it(
     output = store.url(bucket, "v1")
     # --compact all: the same input would otherwise keep every record of the version before and write no shard
     args = ["--input", store.url(CORPUS_BUCKET, "segmentation/manifest.csv"), "--output", output, "--overwrite",
-            "--compact", "all", *COMMON]
+            "--compact", "all", *COMMON, *THREADS]
     use_store(store, monkeypatch)
     from beam_pipeline.verify import verify
     before = store.get(bucket, "v1/manifest.json")
@@ -421,7 +424,7 @@ def test_s3_paired_folders_over_two_listing_pages_with_transient_errors(
         {"kind": "PUT", "every": 2, "status": 503, "code": "SlowDown", "limit": 1},
     ])
     code, text = run(store, ["--input", store.url(bucket, "set"), "--output", store.url(bucket, "out"),
-                             *FOLDER_INPUT, *COMMON], tmp_path / "run.log")
+                             *FOLDER_INPUT, *COMMON, *THREADS], tmp_path / "run.log")
     injected = s3_faults.faults_injected()
     counts = s3_faults.counts()
     assert code == 0, text[-6000:]
