@@ -60,15 +60,22 @@ def lineage(out: Path) -> dict:
     return manifest_of(out)["lineage"]
 
 
+@pytest.fixture(scope="module")
+def full_run(corpus, tmp_path_factory):
+    """The full run on D + Δ without the cache (on threads): the reference of both engines' incremental runs."""
+    folder, _ = corpus
+    reference = tmp_path_factory.mktemp("cache_reference") / "out"
+    run_cli("--input", folder / "d_delta.csv", "--output", reference, *OPTIONS, "--no_cache")
+    return reference
+
+
 @pytest.fixture(scope="module", params=list(ENGINES))
-def incremental(request, corpus, tmp_path_factory):
+def incremental(request, corpus, full_run, tmp_path_factory):
     """(reference output, incremental output, lineage of the run on D, engine)."""
     folder, _ = corpus
     workers = ENGINES[request.param]
-    work = tmp_path_factory.mktemp(f"cache_{request.param}")
-    reference = work / "reference"
-    run_cli("--input", folder / "d_delta.csv", "--output", reference, *OPTIONS, *workers, "--no_cache")
-    out = work / "incremental"
+    reference = full_run
+    out = tmp_path_factory.mktemp(f"cache_{request.param}") / "incremental"
     run_cli("--input", folder / "d.csv", "--output", out, *OPTIONS, *workers)
     first = lineage(out)
     run_cli("--input", folder / "d_delta.csv", "--output", out, *OPTIONS, *workers, "--overwrite")
