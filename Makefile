@@ -40,8 +40,11 @@ test-deps:
 	bash tools/install_chromium.sh
 	bash tools/install_java_maven.sh
 
+# Two test processes, each module whole in one of them (pytest-xdist, --dist loadfile): the tests spend much
+# of their time starting processes and waiting on them, which leaves a core idle (docs/testing.md).
+TEST_PROCESSES ?= 2
 test: install test-deps
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_PROCESSES) --dist loadfile
 
 # The pure and composite tiers (tests/unit, tests/composites): no system packages, no pipeline run of the sample corpus.
 test-fast: install
