@@ -82,7 +82,7 @@ def build_second_tf_venv() -> Path:
         if not (venv / ".complete").exists():
             shutil.rmtree(venv, ignore_errors=True)
             _run([sys.executable, "-m", "venv", venv])
-            completed = subprocess.run([python, "-m", "pip", "install", "--quiet", "-r", REQUIREMENTS,
+            completed = subprocess.run([python, "-m", "pip", "install", "--quiet", "--no-cache-dir", "-r", REQUIREMENTS,
                                         f"tensorflow=={SECOND_TF}"], capture_output=True, text=True, timeout=1800)
             if completed.returncode != 0:
                 shutil.rmtree(venv, ignore_errors=True)
