@@ -185,6 +185,13 @@ def report(repeats: list[dict], sizes: list[int], every: int) -> list[str]:
     return lines
 
 
+def save(args, repeats: list[dict]) -> None:
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"machine": {"cores": os.cpu_count()}, "sizes": args.sizes,
+                                         "repeats": [{str(k): v for k, v in r.items()} for r in repeats]}, indent=1))
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -206,13 +213,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     repeats = []
     for repeat in range(args.repeats):
         order = args.sizes if repeat % 2 == 0 else list(reversed(args.sizes))
-        repeats.append({size: one_size(args, size, repeat) for size in order})
+        repeats.append({})
+        for size in order:
+            repeats[-1][size] = one_size(args, size, repeat)
+            save(args, repeats)                       # what is done survives a stop
+        if repeat + 1 < args.repeats:
+            log("after repeat %d:\n%s" % (repeat + 1, "\n".join(report(repeats, args.sizes, args.delta_every))))
     lines = report(repeats, args.sizes, args.delta_every)
     print("\n".join(lines))
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"machine": {"cores": os.cpu_count()}, "sizes": args.sizes,
-                                         "repeats": [{str(k): v for k, v in r.items()} for r in repeats]}, indent=1))
     differing = [case for r in repeats for runs in r.values() for case, run in runs.items() if run.get("differences")]
     return 1 if differing else 0
 
