@@ -204,7 +204,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="the share of validation done when the resumed case's first run is killed")
     parser.add_argument("--repeats", type=positive, default=3)
     parser.add_argument("--keep_page_cache", action="store_true", help="do not drop the page cache before runs")
-    parser.add_argument("--json", type=Path, default=None, help="write every run's figures here")
+    parser.add_argument("--json", type=Path, default=None, help="write every run's figures here, after each size")
     args = parser.parse_args(argv)
     args.workdir = args.workdir.resolve()
     args.sizes = sorted(int(size) for size in args.sizes.split(","))
