@@ -21,6 +21,7 @@ full run holds (tools/compare_outputs.record_differences: the live records, stat
 
     python bench/incremental.py --json build/bench/incremental.json
     python bench/incremental.py --sizes 2000 --repeats 1          # a quick look
+    python bench/incremental.py --sizes 40000 --cases resumed     # one case (and its full run) at a larger size
 """
 
 from __future__ import annotations
@@ -115,7 +116,8 @@ def one_size(args, size: int, repeat: int) -> dict:
     drop = not args.keep_page_cache
     reference = work / f"full_{size}_r{repeat}"
     results = {}
-    order = CASES if repeat % 2 == 0 else ("full", *reversed(CASES[1:]))
+    cases = args.cases
+    order = cases if repeat % 2 == 0 else ("full", *reversed(cases[1:]))
     for case in order:
         out = work / f"{case}_{size}_r{repeat}"
         shutil.rmtree(out, ignore_errors=True)
@@ -147,20 +149,21 @@ def one_size(args, size: int, repeat: int) -> dict:
     return results
 
 
-def report(repeats: list[dict], sizes: list[int], every: int) -> list[str]:
+def report(repeats: list[dict], sizes: list[int], every: int, cases: Sequence[str] = CASES) -> list[str]:
     lines = []
     for size in sizes:
         runs = [r[size] for r in repeats]
         lines += [f"{size:,} pairs of photo copies (Δ = every {every}th row), {len(runs)} repeat(s), median (min..max):",
                   f"  full run                          {spread([r['full']['seconds'] for r in runs], '{:.1f}')} s"]
-        for case in CASES[1:]:
+        for case in cases[1:]:
             ratios = [r[case]["seconds"] / r["full"]["seconds"] for r in runs]
             lines.append(f"  {LABELS[case]:<33} {spread([r[case]['seconds'] for r in runs], '{:.1f}')} s, "
                          f"{spread(ratios)} of the full run (target <= {TARGETS[case]:.2f})")
-        written = [r["delta"]["lineage"]["bytes_written"] / r["full"]["lineage"]["bytes_written"] for r in runs]
-        lines.append(f"  bytes written by +5 %             {spread(written, '{:.3f}')} of the full run's "
-                     f"(target <= {BYTES_TARGET:.2f})")
-        for case in CASES:
+        if "delta" in cases:
+            written = [r["delta"]["lineage"]["bytes_written"] / r["full"]["lineage"]["bytes_written"] for r in runs]
+            lines.append(f"  bytes written by +5 %             {spread(written, '{:.3f}')} of the full run's "
+                         f"(target <= {BYTES_TARGET:.2f})")
+        for case in cases:
             for index, run in enumerate(runs):
                 extra = f", killed at {run[case]['killed_at']:.0%}" if "killed_at" in run[case] else ""
                 same = "" if case in ("full", "filter") else (
@@ -174,7 +177,7 @@ def report(repeats: list[dict], sizes: list[int], every: int) -> list[str]:
         lines.append(f"marginal cost per pair between {small:,} and {large:,} pairs, within each repeat:")
         full = [(r[large]["full"]["seconds"] - r[small]["full"]["seconds"]) / (large - small) for r in repeats]
         lines.append(f"  full run                          {spread([1000 * f for f in full], '{:.2f}')} ms a pair")
-        for case in CASES[1:]:
+        for case in cases[1:]:
             marginal = [(r[large][case]["seconds"] - r[small][case]["seconds"]) / (large - small) for r in repeats]
             ratios = [m / f for m, f in zip(marginal, full)]
             target = f" (target <= {MARGINAL_TARGET:.2f})" if case == "no_change" else ""
@@ -188,7 +191,7 @@ def report(repeats: list[dict], sizes: list[int], every: int) -> list[str]:
 def save(args, repeats: list[dict]) -> None:
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"machine": {"cores": os.cpu_count()}, "sizes": args.sizes,
+        args.json.write_text(json.dumps({"machine": {"cores": os.cpu_count()}, "sizes": args.sizes, "cases": args.cases,
                                          "repeats": [{str(k): v for k, v in r.items()} for r in repeats]}, indent=1))
 
 
@@ -202,12 +205,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="every n-th row of the listing is Δ (default 20: 5 %%)")
     parser.add_argument("--kill_at", type=float, default=0.9,
                         help="the share of validation done when the resumed case's first run is killed")
+    parser.add_argument("--cases", default=",".join(CASES[1:]),
+                        help="the re-runs to time, comma-separated, each against the full run of its repeat, which "
+                             f"always runs (default: all of {', '.join(CASES[1:])})")
     parser.add_argument("--repeats", type=positive, default=3)
     parser.add_argument("--keep_page_cache", action="store_true", help="do not drop the page cache before runs")
     parser.add_argument("--json", type=Path, default=None, help="write every run's figures here, after each size")
     args = parser.parse_args(argv)
     args.workdir = args.workdir.resolve()
     args.sizes = sorted(int(size) for size in args.sizes.split(","))
+    chosen = {case.strip() for case in args.cases.split(",") if case.strip()}
+    if not chosen or not chosen <= set(CASES[1:]):
+        parser.error(f"--cases: choose among {', '.join(CASES[1:])}")
+    args.cases = tuple(case for case in CASES if case == "full" or case in chosen)
     pair_copies(args.workdir, max(args.sizes))
     (args.workdir / "incremental").mkdir(parents=True, exist_ok=True)
     repeats = []
@@ -218,8 +228,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             repeats[-1][size] = one_size(args, size, repeat)
             save(args, repeats)                       # what is done survives a stop
         if repeat + 1 < args.repeats:
-            log("after repeat %d:\n%s" % (repeat + 1, "\n".join(report(repeats, args.sizes, args.delta_every))))
-    lines = report(repeats, args.sizes, args.delta_every)
+            log("after repeat %d:\n%s" % (repeat + 1, "\n".join(report(repeats, args.sizes, args.delta_every,
+                                                                          args.cases))))
+    lines = report(repeats, args.sizes, args.delta_every, args.cases)
     print("\n".join(lines))
     differing = [case for r in repeats for runs in r.values() for case, run in runs.items() if run.get("differences")]
     return 1 if differing else 0

@@ -23,6 +23,7 @@ import tensorflow as tf
 from PIL import Image
 
 from conftest import ENGINES, NUM_CLASSES, assert_same_outputs, dataset_dir, run_cli
+from deltas import live_records
 
 OPTIONS = ["--num_classes", str(NUM_CLASSES), "--target_shard_bytes", "2000000"]
 DELTA_EVERY, REMOVE_EVERY = 10, 7
@@ -76,21 +77,6 @@ def versioned(request, corpus, fresh, tmp_path_factory):
     if not (fresh[0] / "manifest.json").exists():
         run_cli("--input", folder / "final.csv", "--output", fresh[0], *OPTIONS)
     return out, fresh[0]
-
-
-def live_records(out, manifest=None):
-    """{split: Counter of the SHA-256 of each live record}, read with tf.data, skipping the deleted ones."""
-    manifest = manifest or json.loads((out / "manifest.json").read_text())
-    found = {}
-    for split, entry in manifest["splits"].items():
-        digests = collections.Counter()
-        for shard in entry["shards"]:
-            deleted = set(shard.get("deleted", ()))
-            for index, record in enumerate(tf.data.TFRecordDataset(str(out / shard["path"]))):
-                if index not in deleted:
-                    digests[hashlib.sha256(record.numpy()).hexdigest()] += 1
-        found[split] = digests
-    return found
 
 
 def class_index(out):

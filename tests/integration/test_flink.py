@@ -29,6 +29,10 @@ byte for byte (conftest.assert_same_outputs, as in tests/integration/test_objsto
 the job's pipeline options (tools/flink/sdk_boot.py); the credentials are in the worker pool's
 environment, as on a TaskManager host. tf.Transform writes on this machine's disk and its output is
 copied to the bucket: the workers share that disk, so the launcher lets it run.
+
+Last, the local-disk job runs again on a changed listing (tests/deltas.py: pairs added and removed, one moved
+to another split): the version it publishes keeps the first job's shards, writes only what changed and holds
+the records of a fresh DirectRunner run on that listing (docs/incremental.md).
 """
 
 import contextlib
@@ -48,7 +52,8 @@ import pytest
 
 from beam_pipeline.core import layout
 from conftest import (NUM_CLASSES, OBJECT_RUN_OPTIONS, ROOT, RUN_DEPENDENT, RUN_ENTRIES, assert_same_outputs,
-                      dataset_dir, manifest_of)
+                      dataset_dir, manifest_of, run_cli)
+from deltas import live_records, records_changed, write_delta
 from objstore_fixtures import CORPUS_BUCKET, unique_bucket
 
 pytestmark = [pytest.mark.flink, pytest.mark.integration]
@@ -261,21 +266,35 @@ def test_s3_to_s3_on_flink_equals_the_local_direct_run(flink_s3_run, object_loca
     assert verified.stdout.startswith(f"OK: {len(manifest['files'])} files"), verified.stdout
 
 
-def test_a_second_flink_run_reuses_the_verdict_cache_beside_its_output(both, flink_cluster, corpus_dir):
-    """The local-disk job again with --overwrite (last in this module: it replaces flink_run's version): the SDK
-    workers read the first job's verdicts from OUTPUT/cache and the shards stay the DirectRunner's."""
-    direct, out = both
-    stdout, _ = _flink_job(flink_cluster, ["--input", corpus_dir / "segmentation" / "manifest.csv", "--output", out,
-                                           "--num_classes", NUM_CLASSES, "--target_shard_bytes", 4_000_000,
-                                           "--overwrite"], "local disk, again on its verdict cache")
-    manifest = _manifest(out)
+def test_a_changed_listing_on_flink_writes_only_the_change_and_holds_the_direct_runs_records(
+        both, flink_cluster, corpus_dir, tmp_path):
+    """The local-disk job again with --overwrite on a changed listing (tests/deltas.py: D + Δ − R, one pair moved
+    to another split; last in this module: it replaces flink_run's version). The SDK workers read the first job's
+    verdicts from OUTPUT/cache, the version keeps the first job's shards, writes new ones for what is new and
+    deletes what is gone, and holds the records of a fresh DirectRunner run on the changed listing: the same
+    SHA-256 per split, stats.json byte for byte, the same counts and balance."""
+    _, out = both
+    delta = write_delta(corpus_dir / "segmentation")
+    options = ["--num_classes", NUM_CLASSES, "--target_shard_bytes", 4_000_000]
+    fresh = tmp_path / "direct_fresh"
+    run_cli("--input", delta.listing, "--output", fresh, *options)
+    stdout, _ = _flink_job(flink_cluster, ["--input", delta.listing, "--output", out, *options, "--overwrite"],
+                           "local disk, a changed listing on its verdict cache")
+    manifest, reference = (json.loads((folder / "manifest.json").read_text()) for folder in (out, fresh))
+    assert live_records(out) == live_records(fresh)
+    assert (dataset_dir(fresh) / "stats.json").read_bytes() == (dataset_dir(out) / "stats.json").read_bytes()
+    assert manifest["counts"] == reference["counts"] and manifest["balance"] == reference["balance"]
     lineage, by_reason = manifest["lineage"], manifest["counts"]["rejected"]["by_reason"]
     missing = sum(by_reason.get(reason, 0) for reason in ("missing_file", "empty_file", "unreadable", "file_too_large"))
     assert lineage["from_cache"] > 0 and lineage["rehashed"] == 0
-    assert lineage["validated"] == missing                 # only what the cache never keeps is validated again
-    assert lineage["parent_run_id"] is not None
+    # only the new pairs and what the cache never keeps are validated again
+    assert lineage["validated"] == missing + len(delta.added) // 2
+    assert lineage["reused_runs"] == [lineage["parent_run_id"]]
+    new, gone = records_changed(out)
+    records = lineage["records"]
+    assert new > 2 and gone > 2                  # Δ and the moved pair; R and the moved pair
+    assert (records["written"], records["deleted"], records["compacted"]) == (new, gone, 0)
+    own = manifest["data_dir"] + "/"
+    assert sum(s["records"] for e in manifest["splits"].values() for s in e["shards"] if s["path"].startswith(own)) \
+        == new
     assert f"{lineage['from_cache']} from the verdict cache" in stdout
-    direct_manifest = _manifest(direct)
-    for split, entry in direct_manifest["splits"].items():
-        assert [s["sha256"] for s in entry["shards"]] == [s["sha256"] for s in manifest["splits"][split]["shards"]]
-    assert (dataset_dir(direct) / "stats.json").read_bytes() == (dataset_dir(out) / "stats.json").read_bytes()

@@ -17,8 +17,9 @@ do not depend on and which start faster.
 * On S3: an ``--overwrite`` run killed (SIGKILL to its process group) with a shard half written leaves
   the published dataset as it was; the next ``--overwrite`` run takes the killed run's lock over, keeps
   the old version readable until its commit, and cleans up what the killed run left.
-* The verdict cache beside an output on each store (docs/cache.md): the S3 recovery above and a second
-  GCS run reuse the first run's verdicts, and still equal the local run.
+* The verdict cache beside an output on each store (docs/cache.md): the S3 recovery above reuses the first
+  run's verdicts and still equals the local run. A second GCS run on a changed listing (tests/deltas.py) reuses
+  them, keeps the first run's shards, writes only what changed and holds a fresh local run's records.
 * On S3: paired folders whose listing spans two pages (1000 keys each), read through a proxy that
   refuses a share of the requests with 503/500: every record arrives once, equal to the local run.
 
@@ -41,7 +42,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from beam_pipeline import phases
 from beam_pipeline.core import layout
-from conftest import OBJECT_RUN_OPTIONS, ROOT, THREADS, assert_same_outputs, manifest_of, run_cli
+from conftest import OBJECT_RUN_OPTIONS, ROOT, THREADS, assert_same_outputs, dataset_dir, manifest_of, run_cli
+from deltas import live_records, records_changed, write_delta
 from objstore_fixtures import CORPUS_BUCKET, unique_bucket
 from tools.objstore.stores import apply_env, subprocess_env
 
@@ -289,25 +291,42 @@ def uncacheable(manifest: dict) -> int:
                (reasons.MISSING_FILE, reasons.EMPTY_FILE, reasons.UNREADABLE, reasons.FILE_TOO_LARGE))
 
 
-def test_gcs_rerun_reuses_the_verdicts_in_its_output_cache(gcs_corpus, published, local_run, object_corpus, tmp_path):
-    """The same command again with --overwrite on the published GCS output: the verdict cache beside it
-    (OUTPUT/cache, on the emulator) is used on each object's generation and CRC32C, and the dataset is
-    the local run's, byte for byte."""
+def test_gcs_rerun_on_a_changed_listing_writes_the_change_and_holds_a_fresh_runs_records(
+        gcs_corpus, published, object_corpus, tmp_path):
+    """The same command again with --overwrite on the published GCS output, on a changed listing (tests/deltas.py:
+    D + Δ − R, one pair moved to another split; its new files uploaded beside the corpus): the verdict cache beside
+    the output (OUTPUT/cache, on the emulator) is used on each object's generation and CRC32C, the version keeps
+    the first run's shards and writes only what is new, and it holds the records of a fresh local run on the
+    changed listing: the same SHA-256 per split, stats.json byte for byte, the same counts and balance."""
     result = published("gcs")
     assert result.code == 0, result.output[-6000:]
     store, bucket = gcs_corpus, result.bucket
-    code, text = run(store, ["--input", store.url(CORPUS_BUCKET, "segmentation/manifest.csv"),
+    folder = object_corpus / "segmentation"
+    delta = write_delta(folder)
+    for relative in [*delta.added, delta.listing.name]:
+        store.put(CORPUS_BUCKET, f"segmentation/{relative}", (folder / relative).read_bytes())
+    fresh = tmp_path / "fresh"
+    run_cli("--input", delta.listing, "--output", fresh, *COMMON)
+    code, text = run(store, ["--input", store.url(CORPUS_BUCKET, f"segmentation/{delta.listing.name}"),
                              "--output", store.url(bucket, "v1"), "--overwrite", *COMMON, *THREADS],
                      tmp_path / "rerun.log")
     assert code == 0, text[-6000:]
     copy = download(store, bucket, "v1", tmp_path / "copy")
-    assert_same_outputs(local_run[0], copy, input_roots=corpus_roots(object_corpus, store))
-    manifest = manifest_of(copy)
+    manifest, reference = (json.loads((out / "manifest.json").read_text()) for out in (copy, fresh))
+    assert live_records(copy) == live_records(fresh)
+    assert (dataset_dir(copy) / "stats.json").read_bytes() == (dataset_dir(fresh) / "stats.json").read_bytes()
+    assert manifest["counts"] == reference["counts"] and manifest["balance"] == reference["balance"]
     lineage = manifest["lineage"]
     assert lineage["from_cache"] > 0 and lineage["rehashed"] == 0
-    assert lineage["validated"] == uncacheable(manifest)
+    assert lineage["validated"] == uncacheable(manifest) + len(delta.added) // 2     # and the new pairs
     assert lineage["cache"]["folder"].startswith(store.url(bucket, "v1/cache/"))
     assert f"{lineage['from_cache']} from the verdict cache" in text
+    assert lineage["reused_runs"] == [lineage["parent_run_id"]]
+    new, gone = records_changed(copy)
+    assert new > 2 and gone > 2                  # Δ and the moved pair; R and the moved pair
+    assert (lineage["records"]["written"], lineage["records"]["deleted"]) == (new, gone)
+    verified = verify_cli(store, store.url(bucket, "v1"))
+    assert verified.returncode == 0, verified.stderr[-3000:]
 
 
 HOLD = r"""
