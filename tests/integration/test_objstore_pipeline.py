@@ -18,8 +18,8 @@ do not depend on and which start faster.
   the published dataset as it was; the next ``--overwrite`` run takes the killed run's lock over, keeps
   the old version readable until its commit, and cleans up what the killed run left.
 * The verdict cache beside an output on each store (docs/cache.md): the S3 recovery above reuses the first
-  run's verdicts and still equals the local run. A second GCS run on a changed listing (tests/deltas.py) reuses
-  them, keeps the first run's shards, writes only what changed and holds a fresh local run's records.
+  run's verdicts and still equals the local run. On each store, a re-run on a changed listing (tests/deltas.py)
+  reuses them, keeps the first run's shards, writes only what changed and holds a fresh local run's records.
 * On S3: paired folders whose listing spans two pages (1000 keys each), read through a proxy that
   refuses a share of the requests with 503/500: every record arrives once, equal to the local run.
 
@@ -291,22 +291,25 @@ def uncacheable(manifest: dict) -> int:
                (reasons.MISSING_FILE, reasons.EMPTY_FILE, reasons.UNREADABLE, reasons.FILE_TOO_LARGE))
 
 
-def test_gcs_rerun_on_a_changed_listing_writes_the_change_and_holds_a_fresh_runs_records(
-        gcs_corpus, published, object_corpus, tmp_path):
-    """The same command again with --overwrite on the published GCS output, on a changed listing (tests/deltas.py:
-    D + Δ − R, one pair moved to another split; its new files uploaded beside the corpus): the verdict cache beside
-    the output (OUTPUT/cache, on the emulator) is used on each object's generation and CRC32C, the version keeps
-    the first run's shards and writes only what is new, and it holds the records of a fresh local run on the
-    changed listing: the same SHA-256 per split, stats.json byte for byte, the same counts and balance."""
-    result = published("gcs")
-    assert result.code == 0, result.output[-6000:]
-    store, bucket = gcs_corpus, result.bucket
+@pytest.fixture(scope="module")
+def delta_run(object_corpus, tmp_path_factory):
+    """(the changed listing, a fresh local run on it): tests/deltas.py's D + Δ − R of the corpus, one pair moved to
+    another split, and the reference every store's re-run on it must hold."""
+    delta = write_delta(object_corpus / "segmentation")
+    fresh = tmp_path_factory.mktemp("delta-fresh") / "out"
+    run_cli("--input", delta.listing, "--output", fresh, *COMMON)
+    return delta, fresh
+
+
+def rerun_on_the_changed_listing(store, bucket, delta_run, object_corpus, tmp_path):
+    """The published output's command again with --overwrite on the changed listing (uploaded beside the corpus,
+    with its new files), then the checks: the version keeps the first run's shards, validates and writes only what
+    is new, deletes what is gone, and holds the fresh local run's records: the same SHA-256 per split, stats.json
+    byte for byte, the same counts and balance; ``verify`` passes."""
+    delta, fresh = delta_run
     folder = object_corpus / "segmentation"
-    delta = write_delta(folder)
     for relative in [*delta.added, delta.listing.name]:
         store.put(CORPUS_BUCKET, f"segmentation/{relative}", (folder / relative).read_bytes())
-    fresh = tmp_path / "fresh"
-    run_cli("--input", delta.listing, "--output", fresh, *COMMON)
     code, text = run(store, ["--input", store.url(CORPUS_BUCKET, f"segmentation/{delta.listing.name}"),
                              "--output", store.url(bucket, "v1"), "--overwrite", *COMMON, *THREADS],
                      tmp_path / "rerun.log")
@@ -317,8 +320,10 @@ def test_gcs_rerun_on_a_changed_listing_writes_the_change_and_holds_a_fresh_runs
     assert (dataset_dir(copy) / "stats.json").read_bytes() == (dataset_dir(fresh) / "stats.json").read_bytes()
     assert manifest["counts"] == reference["counts"] and manifest["balance"] == reference["balance"]
     lineage = manifest["lineage"]
+    # the verdict cache beside the output, on the store, used on each object's version (S3: ETag; GCS:
+    # generation and CRC32C): only the new pairs and the rejects the cache never keeps are validated again
     assert lineage["from_cache"] > 0 and lineage["rehashed"] == 0
-    assert lineage["validated"] == uncacheable(manifest) + len(delta.added) // 2     # and the new pairs
+    assert lineage["validated"] == uncacheable(manifest) + len(delta.added) // 2
     assert lineage["cache"]["folder"].startswith(store.url(bucket, "v1/cache/"))
     assert f"{lineage['from_cache']} from the verdict cache" in text
     assert lineage["reused_runs"] == [lineage["parent_run_id"]]
@@ -327,6 +332,13 @@ def test_gcs_rerun_on_a_changed_listing_writes_the_change_and_holds_a_fresh_runs
     assert (lineage["records"]["written"], lineage["records"]["deleted"]) == (new, gone)
     verified = verify_cli(store, store.url(bucket, "v1"))
     assert verified.returncode == 0, verified.stderr[-3000:]
+
+
+def test_gcs_rerun_on_a_changed_listing_writes_the_change_and_holds_a_fresh_runs_records(
+        gcs_corpus, published, delta_run, object_corpus, tmp_path):
+    result = published("gcs")
+    assert result.code == 0, result.output[-6000:]
+    rerun_on_the_changed_listing(gcs_corpus, result.bucket, delta_run, object_corpus, tmp_path)
 
 
 HOLD = r"""
@@ -452,3 +464,13 @@ def test_s3_paired_folders_over_two_listing_pages_with_transient_errors(
     assert all(injected[kind] > 0 for kind in ("GET", "HEAD", "LIST", "UPLOAD_PART", "PUT")), injected
     assert counts["LIST"] >= 2 + injected["LIST"]                 # the images' listing: two pages
     print(f"\nfaults injected {injected}; requests {dict(sorted(counts.items()))}")
+
+
+# --------------------------------------------------------------------------
+# S3: a re-run on a changed listing (last: it replaces the published S3 version the kill test recovered)
+# --------------------------------------------------------------------------
+def test_s3_rerun_on_a_changed_listing_writes_the_change_and_holds_a_fresh_runs_records(
+        s3_corpus, published, delta_run, object_corpus, tmp_path):
+    result = published("s3")
+    assert result.code == 0, result.output[-6000:]
+    rerun_on_the_changed_listing(s3_corpus, result.bucket, delta_run, object_corpus, tmp_path)
