@@ -12,6 +12,7 @@ ones skipped (docs/incremental.md): what a version must share with a fresh full 
 import collections
 import csv
 import hashlib
+import itertools
 import json
 from pathlib import Path
 from typing import List, NamedTuple
@@ -23,9 +24,7 @@ REMOVE_EVERY = 7
 
 class Delta(NamedTuple):
     listing: Path
-    added: List[str]            # the new files, relative to the corpus folder
-    removed: int                # rows of D left out
-    moved: str                  # the image of the pair whose split changed
+    added: List[str]            # the new files, relative to the corpus folder (an image and a mask per pair)
 
 
 def _opens(folder: Path, row: dict) -> bool:
@@ -45,12 +44,13 @@ def write_delta(folder: Path, added: int = 3) -> Delta:
     with open(folder / "manifest.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))
     listed = collections.Counter(row["image"] for row in rows)
-    decodable = [row for row in rows if listed[row["image"]] == 1 and _opens(folder, row)]   # each listed once
-    kept = [dict(row) for index, row in enumerate(rows) if index % REMOVE_EVERY != REMOVE_EVERY - 1]
-    moved = next(row for row in kept if row in decodable[added:] and row.get("split") == "train")
-    moved["split"] = "val"
+    kept = [index % REMOVE_EVERY != REMOVE_EVERY - 1 for index in range(len(rows))]
+    # pairs listed once whose files open, in listing order, decoded only as far as needed
+    decodable = (index for index, row in enumerate(rows) if listed[row["image"]] == 1 and _opens(folder, row))
+    copied = [rows[index] for index in itertools.islice(decodable, added)]
+    moved = next(index for index in decodable if kept[index] and rows[index].get("split") == "train")
     new_rows, new_files = [], []
-    for number, row in enumerate(decodable[:added]):
+    for number, row in enumerate(copied):
         names = {}
         for column in ("image", "mask"):
             source = folder / row[column]
@@ -68,8 +68,9 @@ def write_delta(folder: Path, added: int = 3) -> Delta:
         with open(listing, "w", newline="") as handle:
             writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
             writer.writeheader()
-            writer.writerows(kept + new_rows)
-    return Delta(listing, new_files, len(rows) - len(kept), moved["image"])
+            writer.writerows([dict(row, split="val") if index == moved else row
+                              for index, row in enumerate(rows) if kept[index]] + new_rows)
+    return Delta(listing, new_files)
 
 
 def live_records(out, manifest=None):

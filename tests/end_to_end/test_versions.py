@@ -23,7 +23,7 @@ import tensorflow as tf
 from PIL import Image
 
 from conftest import ENGINES, NUM_CLASSES, assert_same_outputs, dataset_dir, run_cli
-from deltas import live_records
+from deltas import live_records, records_changed
 
 OPTIONS = ["--num_classes", str(NUM_CLASSES), "--target_shard_bytes", "2000000"]
 DELTA_EVERY, REMOVE_EVERY = 10, 7
@@ -123,9 +123,7 @@ def test_only_what_changed_is_written_and_what_is_gone_is_deleted(versioned):
     manifest = json.loads((out / "manifest.json").read_text())
     lineage = manifest["lineage"]
     parent = json.loads((out / "runs" / lineage["parent_run_id"] / "manifest.json").read_text())
-    before, after = live_records(out, parent), live_records(out)
-    gone = sum(sum((before[s] - after.get(s, collections.Counter())).values()) for s in before)
-    new = sum(sum((after[s] - before.get(s, collections.Counter())).values()) for s in after)
+    new, gone = records_changed(out)
     assert gone > 2 and new > 2                            # R and Δ, the changed image, the moved pair
     records = lineage["records"]
     own = manifest["data_dir"] + "/"
