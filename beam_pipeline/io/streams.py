@@ -20,6 +20,8 @@
   created afterwards reads (Beam's own included); the launcher and every worker that runs the
   pipeline's steps import it. google-cloud-storage retries 408/429/5xx and connection errors for
   up to 120 s by default, and Beam passes that policy to every GCS call.
+* botocore's data loader is shared by every boto3 session of the process (``sessions.py``), from the
+  import of this module on.
 """
 
 import errno
@@ -31,9 +33,12 @@ from typing import Dict, Optional, Tuple
 from apache_beam.io.filesystem import BeamIOError
 from apache_beam.io.filesystems import FileSystems
 
+from beam_pipeline.io.sessions import share_botocore_loader
+
 S3_RETRY_DEFAULTS = {"AWS_RETRY_MODE": "standard", "AWS_MAX_ATTEMPTS": "10"}
 for _name, _value in S3_RETRY_DEFAULTS.items():
     os.environ.setdefault(_name, _value)
+share_botocore_loader()
 
 S3_SCHEME = "s3://"
 COPY_CHUNK = 8 * 1024 * 1024
