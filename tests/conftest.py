@@ -4,6 +4,8 @@ import os
 import subprocess
 import sys
 
+from pathlib import Path
+
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -14,6 +16,8 @@ INTEGRATION_MARKERS = ("integration", "flink")   # a skip of these fails under C
 # The tiers, one folder each (docs/testing.md); every test is marked with its folder's name, so that
 # ``-m unit``, ``-m "not integration"`` and the like select them too. ``make test-fast`` runs the first two.
 TIERS = ("unit", "composites", "end_to_end", "integration")
+
+from shared_outputs import completed_from_json, completed_to_json, once, root_of  # noqa: E402
 
 
 def pytest_collection_modifyitems(config, items):
@@ -40,10 +44,12 @@ def pytest_runtest_makereport(item, call):
 
 @pytest.fixture(scope="session")
 def corpus_dir(tmp_path_factory):
-    from tools.sample_corpus.corpus import write_corpus
-    out = tmp_path_factory.mktemp("corpus")
-    write_corpus(str(out), seed=0)
-    return out
+    """The seeded sample corpus, read only (a test that changes it copies it; tests/deltas.py only adds files)."""
+    def make(folder):
+        from tools.sample_corpus.corpus import write_corpus
+        write_corpus(str(folder), seed=0)
+        return str(folder)
+    return Path(once(tmp_path_factory, "corpus", make))
 
 
 # The DirectRunner in one process, its workers threads: faster than the default worker processes on the
@@ -73,13 +79,19 @@ def run_cli(*args, check=True, default_engine=False):
     return completed
 
 
+def shared_run(tmp_path_factory, name: str, *args, default_engine=False):
+    """(output folder, completed process): ``run_cli(*args, "--output", folder)`` once per session (``once``)."""
+    def make(folder):
+        return completed_to_json(run_cli(*args, "--output", folder, default_engine=default_engine))
+    value = once(tmp_path_factory, name, make)
+    return root_of(tmp_path_factory, name), completed_from_json(value)
+
+
 @pytest.fixture(scope="session")
 def segmentation_run(corpus_dir, tmp_path_factory):
     """The sample corpus's manifest through the command line, with small shards."""
-    out = tmp_path_factory.mktemp("seg_out")
-    completed = run_cli("--input", corpus_dir / "segmentation" / "manifest.csv", "--output", out,
-                        "--num_classes", NUM_CLASSES, "--target_shard_bytes", 4_000_000, default_engine=True)
-    return out, completed
+    return shared_run(tmp_path_factory, "seg_out", "--input", corpus_dir / "segmentation" / "manifest.csv",
+                      "--num_classes", NUM_CLASSES, "--target_shard_bytes", 4_000_000, default_engine=True)
 
 
 # The options of every whole run on the object-store corpus (tests/objstore_fixtures.py): it is small and has
@@ -92,11 +104,14 @@ OBJECT_RUN_OPTIONS = ["--num_classes", str(NUM_CLASSES), "--target_shard_bytes",
 def object_local_run(object_corpus, tmp_path_factory):
     """(output folder, seconds): the object-store corpus's listing on local disk with OBJECT_RUN_OPTIONS, on the
     DirectRunner: the reference for the runs on the S3 server and the GCS emulator (DirectRunner and Flink)."""
-    import time
-    out = tmp_path_factory.mktemp("objstore-local") / "out"
-    started = time.monotonic()
-    run_cli("--input", object_corpus / "segmentation" / "manifest.csv", "--output", out, *OBJECT_RUN_OPTIONS)
-    return out, time.monotonic() - started
+    def make(folder):
+        import time
+        started = time.monotonic()
+        run_cli("--input", object_corpus / "segmentation" / "manifest.csv", "--output", folder / "out",
+                *OBJECT_RUN_OPTIONS)
+        return time.monotonic() - started
+    seconds = once(tmp_path_factory, "objstore-local", make)
+    return root_of(tmp_path_factory, "objstore-local") / "out", seconds
 
 
 def assert_same_outputs(expected_dir, actual_dir, input_roots=None):
@@ -145,29 +160,23 @@ def stop_process_group(process) -> None:
 def segmentation_repeat_run(corpus_dir, tmp_path_factory):
     """(output, completed process): the sample corpus's manifest with repeat copies written into the shards
     (--balance repeat_factor; the default, training, leaves the repeats to the trainer)."""
-    out = tmp_path_factory.mktemp("repeat_out")
-    completed = run_cli("--input", corpus_dir / "segmentation" / "manifest.csv", "--output", out,
-                        "--num_classes", NUM_CLASSES, "--target_shard_bytes", 4_000_000, "--balance", "repeat_factor")
-    return out, completed
+    return shared_run(tmp_path_factory, "repeat_out", "--input", corpus_dir / "segmentation" / "manifest.csv",
+                      "--num_classes", NUM_CLASSES, "--target_shard_bytes", 4_000_000, "--balance", "repeat_factor")
 
 
 @pytest.fixture(scope="session")
 def segmentation_strata_run(corpus_dir, tmp_path_factory):
     """The sample corpus's manifest balanced by strata (the statistics' and the trainer's strata tests)."""
-    out = tmp_path_factory.mktemp("strata_out")
-    run_cli("--input", corpus_dir / "segmentation" / "manifest.csv", "--output", out,
-            "--num_classes", NUM_CLASSES, "--balance", "strata")
-    return out
+    return shared_run(tmp_path_factory, "strata_out", "--input", corpus_dir / "segmentation" / "manifest.csv",
+                      "--num_classes", NUM_CLASSES, "--balance", "strata")[0]
 
 
 @pytest.fixture(scope="session")
 def classification_run(corpus_dir, tmp_path_factory):
     """The sample corpus's class folders through the command line, balanced by strata; without --num_classes:
     the class folders count themselves."""
-    out = tmp_path_factory.mktemp("cls_out")
-    completed = run_cli("--input", corpus_dir / "classification" / "images", "--output", out,
-                        "--task", "classification", "--balance", "strata", default_engine=True)
-    return out, completed
+    return shared_run(tmp_path_factory, "cls_out", "--input", corpus_dir / "classification" / "images",
+                      "--task", "classification", "--balance", "strata", default_engine=True)
 
 
 from tools.compare_outputs import RUN_DEPENDENT, RUN_ENTRIES, dataset_dir, differences, manifest_of  # noqa: E402,F401

@@ -3,7 +3,8 @@
 ``write_delta(folder)`` writes, beside a corpus's ``manifest.csv`` (D), ``delta.csv``: D without every 7th row (R),
 with one kept pair moved to another split, and with Δ: new pairs under ``delta/``, flipped copies of some of D's
 pairs (new bytes, so new content). Nothing of D is changed, so the corpus stays what the other tests of the
-session expect; the files are written once per folder.
+session expect; the files are written once per folder, under a file lock (the session's test processes share
+its corpora: tests/shared_outputs.py).
 
 ``live_records(out)``: per split, the SHA-256 of each record the version holds, read with tf.data, the deleted
 ones skipped (docs/incremental.md): what a version must share with a fresh full run on the same listing.
@@ -39,8 +40,15 @@ def _opens(folder: Path, row: dict) -> bool:
 
 
 def write_delta(folder: Path, added: int = 3) -> Delta:
-    from PIL import Image
+    import fcntl
     folder = Path(folder)
+    with open(folder.parent / f".{folder.name}-{LISTING}.lock", "w") as lock:      # outside the corpus folder
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _write_delta(folder, added)
+
+
+def _write_delta(folder: Path, added: int) -> Delta:
+    from PIL import Image
     with open(folder / "manifest.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))
     listed = collections.Counter(row["image"] for row in rows)

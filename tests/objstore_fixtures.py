@@ -13,11 +13,14 @@ Tests use their own bucket names, so they do not see each other's objects.
 """
 
 import itertools
+from pathlib import Path
 
 import pytest
 
 from tools.objstore.servers import FaultProxy, Servers, start_gcs_emulator, start_moto, start_tls_route
 from tools.objstore.stores import GcsStore, S3Store, offline_gcs_credentials
+
+from shared_outputs import once
 
 CORPUS_BUCKET = "corpus"
 CORPUS_PAIRS = 24          # valid segmentation pairs of the object-store corpus (the broken ones come on top)
@@ -84,11 +87,13 @@ def gcs_faults(gcs_proxy):
 
 @pytest.fixture(scope="session")
 def object_corpus(tmp_path_factory):
-    """A small seeded sample corpus on local disk (segmentation listing, paired folders, classes)."""
-    from tools.sample_corpus.corpus import write_corpus
-    root = tmp_path_factory.mktemp("object-corpus")
-    write_corpus(str(root), seed=0, num_pairs=CORPUS_PAIRS, num_class_images=CORPUS_CLASS_IMAGES)
-    return root
+    """A small seeded sample corpus on local disk (segmentation listing, paired folders, classes), read only,
+    made once per session (tests/shared_outputs.py)."""
+    def make(folder):
+        from tools.sample_corpus.corpus import write_corpus
+        write_corpus(str(folder), seed=0, num_pairs=CORPUS_PAIRS, num_class_images=CORPUS_CLASS_IMAGES)
+        return str(folder)
+    return Path(once(tmp_path_factory, "object-corpus", make))
 
 
 def _upload_corpus(store, root):
