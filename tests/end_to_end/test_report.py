@@ -9,6 +9,7 @@ import io
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -173,8 +174,10 @@ def run_report_cli(*args):
                           capture_output=True, text=True, timeout=600)
 
 
-def test_cli_rewrites_the_report_and_statistics(classification_run):
-    out = dataset_dir(classification_run[0])
+def test_cli_rewrites_the_report_and_statistics(classification_run, tmp_path):
+    # On a copy: the session's runs are read only, and other test processes read this one meanwhile.
+    shutil.copytree(classification_run[0], tmp_path / "out")
+    out = dataset_dir(tmp_path / "out")
     manifest, stats = load(out)
     completed = run_report_cli(out.parent.parent)
     assert completed.returncode == 0, completed.stderr[-3000:]
