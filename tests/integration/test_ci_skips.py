@@ -35,7 +35,7 @@ def run_suite(folder, ci):
 
 
 def test_integration_skips_fail_under_ci_and_only_there(tmp_path):
-    for name in ("conftest.py", "objstore_fixtures.py"):        # conftest imports the object-store fixtures
+    for name in ("conftest.py", "objstore_fixtures.py", "shared_outputs.py"):    # and what conftest imports
         shutil.copy(os.path.join(TESTS, name), tmp_path / name)
     shutil.copy(os.path.join(TESTS, "..", "pytest.ini"), tmp_path / "pytest.ini")
     (tmp_path / "test_skips.py").write_text(SKIPPING_TESTS)
