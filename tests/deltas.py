@@ -8,6 +8,7 @@ its corpora: tests/shared_outputs.py).
 
 ``live_records(out)``: per split, the SHA-256 of each record the version holds, read with tf.data, the deleted
 ones skipped (docs/incremental.md): what a version must share with a fresh full run on the same listing.
+``uncacheable(manifest)``: the rejects a re-run validates again, whatever the verdict cache holds.
 """
 
 import collections
@@ -79,6 +80,14 @@ def _write_delta(folder: Path, added: int) -> Delta:
             writer.writerows([dict(row, split="val") if index == moved else row
                               for index, row in enumerate(rows) if kept[index]] + new_rows)
     return Delta(listing, new_files)
+
+
+def uncacheable(manifest: dict) -> int:
+    """The rejects that never enter the verdict cache (no file to take a version of)."""
+    from beam_pipeline.core import reasons
+    by_reason = manifest["counts"]["rejected"]["by_reason"]
+    return sum(by_reason.get(reason, 0) for reason in
+               (reasons.MISSING_FILE, reasons.EMPTY_FILE, reasons.UNREADABLE, reasons.FILE_TOO_LARGE))
 
 
 def live_records(out, manifest=None):

@@ -43,7 +43,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from beam_pipeline import phases
 from beam_pipeline.core import layout
 from conftest import OBJECT_RUN_OPTIONS, ROOT, THREADS, assert_same_outputs, dataset_dir, manifest_of, run_cli
-from deltas import live_records, records_changed, write_delta
+from deltas import live_records, records_changed, uncacheable, write_delta
 from objstore_fixtures import CORPUS_BUCKET, unique_bucket
 from tools.objstore.stores import apply_env, subprocess_env
 
@@ -281,14 +281,6 @@ def test_gcs_a_live_lock_holder_refuses_a_second_run_and_a_killed_ones_is_taken_
     assert taker.stdout.startswith("taking over the stale lock of run 20261201T010000Z-0000aaaa (host "), taker.stdout
     assert f"its process {holder.pid} no longer runs on this host" in taker.stdout
     assert store.keys(bucket) == []                                # and released it
-
-
-def uncacheable(manifest: dict) -> int:
-    """The rejects that never enter the verdict cache (no file to take a version of)."""
-    from beam_pipeline.core import reasons
-    by_reason = manifest["counts"]["rejected"]["by_reason"]
-    return sum(by_reason.get(reason, 0) for reason in
-               (reasons.MISSING_FILE, reasons.EMPTY_FILE, reasons.UNREADABLE, reasons.FILE_TOO_LARGE))
 
 
 @pytest.fixture(scope="module")
