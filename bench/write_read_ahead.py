@@ -1,10 +1,10 @@
 """The shard writer's read-ahead (stages/write.py): how many records it reads, checks and encodes ahead of
 the one it writes (READ_AHEAD), on how many threads (READ_THREADS).
 
-The writer reads every pair's files again (and checks them against validation's SHA-256) as it writes a
-shard. When their bytes are in the page cache (a full run: validation has just read them) it is bound by its
-CPU; when they are not (a re-run whose pairs come from the verdict cache, a run killed and resumed) it also
-waits on the disk. Each ``--settings`` entry THREADSxRECORDS is one way; the first is the reference, and the
+The writer copies every pair's bytes from validation's spill (``--spill``: the pipeline with its verdict
+cache), or reads its files again and checks them against validation's SHA-256, as it writes a shard. When
+the bytes are in the page cache (a full run: validation has just read or spilled them) it is bound by its
+CPU; when they are not (a run killed and resumed) it also waits on the disk. Each ``--settings`` entry THREADSxRECORDS is one way; the first is the reference, and the
 ways are interleaved in each repeat, in a new order each repeat.
 
 Each way writes ``--pairs`` pairs of distinct photo copies (tools/corpus_copies.py: real photos and masks, a
@@ -15,11 +15,13 @@ page cache dropped before each timed write (root only); ``warm``: the files read
 per second, median (min..max) over ``--repeats``, and each way's ratio to the first within each repeat.
 
     python bench/write_read_ahead.py --pairs 3000 --repeats 5 --settings 2x8,8x32
+    python bench/write_read_ahead.py --pairs 3000 --repeats 5 --settings 2x8,8x32,16x64 --spill
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import multiprocessing
 import shutil
 import sys
@@ -31,8 +33,11 @@ from common import ROOT, log, positive, spread
 from scale import drop_page_cache, pair_copies
 
 sys.path.insert(0, str(ROOT))
+from beam_pipeline.core import verdicts  # noqa: E402
 from beam_pipeline.core.checks import Limits  # noqa: E402
 from beam_pipeline.core.records import PairRef, ValidPair  # noqa: E402
+from beam_pipeline.core.validation import Checked  # noqa: E402
+from beam_pipeline.io import verdict_store  # noqa: E402
 from beam_pipeline.stages import pairs as stage_pairs, write  # noqa: E402
 from beam_pipeline.stages.specs import CheckSpec, WriteSpec  # noqa: E402
 
@@ -40,18 +45,29 @@ NUM_CLASSES = 8
 CASES = ("cold", "warm")
 
 
-def valid_pairs(listing: Path, count: int, spec: CheckSpec) -> list[ValidPair]:
-    """The first ``count`` pairs of the copies' listing, validated as the pipeline validates them."""
+def valid_pairs(listing: Path, count: int, spec: CheckSpec, spill: Optional[Path] = None) -> list[ValidPair]:
+    """The first ``count`` pairs of the copies' listing, validated as the pipeline validates them; with ``spill``
+    (a cache folder), their stored bytes spilled as ValidatePairs spills them, a part per verdict bucket."""
     folder = listing.parent
     with listing.open(encoding="utf-8") as handle:
         rows = [next(handle).strip().split(",")[:2] for _ in range(count + 1)][1:]
     found = []
+    writers = {}
     for image, mask in rows:
         ref = PairRef(key=image, source_id=image, image=str(folder / image), mask=str(folder / mask), split="train")
-        checked, _ = stage_pairs.check(ref, spec)
-        if not isinstance(checked, ValidPair):
+        read = stage_pairs.read_files(ref, spec)
+        checked = stage_pairs.checked_bytes(ref, spec, *read)
+        if not isinstance(checked, Checked):
             raise RuntimeError(f"{image}: {checked}")
-        found.append(checked)
+        pair = checked.pair
+        if spill is not None:
+            bucket = verdicts.bucket_of(ref.key)
+            writer = writers.get(bucket) or writers.setdefault(
+                bucket, verdict_store.PartWriter(str(spill), bucket, "20261204T000000Z-00000001"))
+            pair = dataclasses.replace(pair, spill=writer.spill(*stage_pairs.stored_files(checked, read[1], spec)))
+        found.append(pair)
+    for writer in writers.values():
+        writer.close()
     return found
 
 
@@ -82,6 +98,9 @@ def timed_write(way: tuple[int, int], pairs: list[ValidPair], out: Path, writers
     chunks = [pairs[index::writers] for index in range(writers)]
     if cold:
         drop_page_cache(True)
+    elif pairs[0].spill:
+        for path in {pair.spill[0] for pair in pairs}:
+            Path(path).read_bytes()
     else:
         for pair in pairs:
             Path(pair.ref.image).read_bytes()
@@ -106,13 +125,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="the ways, THREADSxRECORDS, comma-separated; the first is the reference "
                              "(default 2x8,8x32: the writer's own 2x8 against 8 threads and 32 records)")
     parser.add_argument("--repeats", type=positive, default=5)
+    parser.add_argument("--spill", action="store_true",
+                        help="write from validation's spill (the pipeline with its verdict cache), not the sources")
     args = parser.parse_args(argv)
     if not drop_page_cache(True):
         parser.error("the cold case drops the page cache: run as root")
     spec = CheckSpec("segmentation", Limits(num_classes=NUM_CLASSES))
     listing = pair_copies(args.workdir.resolve(), args.pairs)
     log(f"validating {args.pairs:,} pairs (not timed)")
-    found = valid_pairs(listing, args.pairs, spec)
+    spill = args.workdir.resolve() / "write_read_ahead_spill" if args.spill else None
+    if spill is not None:
+        shutil.rmtree(spill, ignore_errors=True)
+    found = valid_pairs(listing, args.pairs, spec, spill)
     converted = sum(pair.mask_converted or pair.image_converted for pair in found)
     megabytes = sum(pair.estimated_record_bytes for pair in found) / 1e6
     out = args.workdir.resolve() / "write_read_ahead"
@@ -123,14 +147,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             for way in (ways if repeat % 2 == 0 else list(reversed(ways))):
                 seconds[(case, way)].append(timed_write(way, found, out, args.writers, spec, case == "cold"))
                 log(f"repeat {repeat + 1} {case} {way[0]}x{way[1]}: {seconds[(case, way)][-1]:.2f} s")
+    source = "validation's spill" if spill is not None else "the source files"
     print(f"{args.pairs:,} photo-copy pairs ({megabytes:,.0f} MB of records, {converted} with a converted file), "
-          f"{args.writers} writer processes, {args.repeats} repeats, median (min..max):")
+          f"written from {source}, {args.writers} writer processes, {args.repeats} repeats, median (min..max):")
     for case in CASES:
         for way in ways:
             rates = [args.pairs / s for s in seconds[(case, way)]]
             ratios = [r / w for r, w in zip(seconds[(case, ways[0])], seconds[(case, way)])]
             versus = "" if way == ways[0] else f", {spread(ratios)} of the first's pairs per second"
             print(f"  {case:<5} {way[0]:>2} threads, {way[1]:>3} records ahead  {spread(rates, '{:.0f}')} pairs/s{versus}")
+    if spill is not None:
+        shutil.rmtree(spill, ignore_errors=True)
     return 0
 
 

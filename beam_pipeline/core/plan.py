@@ -14,6 +14,7 @@ from beam_pipeline.core.balance import class_repeat_factors, expected_growth, im
 from beam_pipeline.core.records import VALID
 from beam_pipeline.core.selection import TRAIN
 from beam_pipeline.core.sharding import num_shards_for
+from beam_pipeline.core.verdicts import NUM_BUCKETS, VERDICTS_PER_PART
 
 # Work the pipeline does per pair beyond what the sample measures (validation, the re-read,
 # the digest and the encoding): Beam's per-element overhead, the shuffles and tf.Transform.
@@ -34,6 +35,7 @@ WRITER_READ_AHEAD = 2        # write.READ_THREADS: records read ahead while a sh
 # s3io.S3Downloader) and one ranged GET per 16 MiB (their read buffer); pairs.read_file stops at the short
 # read that ends a file, so a file of up to 16 MiB costs 2. Counted against a GCS JSON-API emulator.
 REQUESTS_PER_OPEN = 2
+SPILL_REQUESTS_PER_RECORD = 1   # the writer's read of a record's spill entry: one ranged GET (io/streams.read_ranges)
 LIST_PAGE_OBJECTS = 1000     # objects per listing page (GCS objects.list, S3 ListObjectsV2)
 # Writing a shard: GCS resumable upload (gcsio.BeamBlobWriter): a start request and one per 16 MiB chunk;
 # S3 multipart upload (s3io.S3Uploader): create, one part per 5 MiB, complete. Then publishing moves the
@@ -150,22 +152,35 @@ def object_store_requests(*, files_per_pair: int, validated_pairs: int, written_
                           output_scheme: str = "gs://", cache: bool = True) -> dict:
     """The requests a run makes when its input and output are on an object store.
 
-    Every validated pair's files are opened once by validation, and every written record's files once
-    more by the writer, which re-reads and verifies them (repeat-factor copies included):
-    REQUESTS_PER_OPEN GETs each. With the verdict cache on, validation first asks each file's version
-    (one metadata request; its pre-key, docs/cache.md): this counts a first run, when nothing is cached. A folder input is listed a page of LIST_PAGE_OBJECTS objects at a time (a listing file
-    input lists nothing). Each shard is uploaded in chunks and moved into place. ``per_tb`` divides by
-    the terabytes of input read.
+    Every validated pair's files are opened once by validation: REQUESTS_PER_OPEN GETs each. With the
+    verdict cache on, validation first asks each file's version (one metadata request; its pre-key,
+    docs/cache.md), and keeps the bytes each record stores in the cache's spill (core/spill.py): a spill
+    file beside each verdicts part, about the input's bytes in all. The writer then reads each record's
+    spill entry (SPILL_REQUESTS_PER_RECORD, on the cache's store; repeat-factor copies included) and no
+    source file. Without the cache it opens every written record's files again to re-read and verify them.
+    This counts a first run, when nothing is cached. A folder input is listed a page of
+    LIST_PAGE_OBJECTS objects at a time (a listing file input lists nothing). Each shard is uploaded in
+    chunks and moved into place; the cache's files are uploaded where they stay (a bucket's part, and
+    its spill, at least every VERDICTS_PER_PART verdicts). ``per_tb`` divides by the terabytes of input read.
     """
     validation = validated_pairs * files_per_pair * (REQUESTS_PER_OPEN + (1 if cache else 0))
-    reread = written_records * files_per_pair * REQUESTS_PER_OPEN
+    reread = 0 if cache else written_records * files_per_pair * REQUESTS_PER_OPEN
+    spill_reads = written_records * SPILL_REQUESTS_PER_RECORD if cache else 0
     pages = math.ceil(listed_objects / LIST_PAGE_OBJECTS)
     chunk = UPLOAD_CHUNK_BYTES.get(output_scheme, UPLOAD_CHUNK_BYTES["gs://"])
     fixed = UPLOAD_FIXED_REQUESTS.get(output_scheme, UPLOAD_FIXED_REQUESTS["gs://"])
     uploads = sum(fixed + max(1, math.ceil(size / chunk)) + MOVE_REQUESTS for size in shard_sizes)
+    cache_uploads = 0
+    if cache and validated_pairs:
+        # the buckets that hold a pair (their expected number), and one more part per VERDICTS_PER_PART verdicts
+        buckets = round(NUM_BUCKETS * (1 - (1 - 1 / NUM_BUCKETS) ** validated_pairs))
+        parts = buckets + validated_pairs // VERDICTS_PER_PART
+        # each part: its verdicts (a start and one chunk) and its spill (a start and its chunks)
+        cache_uploads = parts * (2 * fixed + 1) + max(parts, math.ceil(input_bytes / chunk))
     terabytes = input_bytes / TB
-    totals = {"gets": validation + reread, "list_pages": pages, "uploads": uploads}
-    return {"validation_gets": validation, "reread_gets": reread, **totals,
+    totals = {"gets": validation + reread + spill_reads, "list_pages": pages, "uploads": uploads + cache_uploads}
+    return {"validation_gets": validation, "reread_gets": reread, "spill_gets": spill_reads,
+            "shard_uploads": uploads, "cache_uploads": cache_uploads, **totals,
             "per_tb": {name: (value / terabytes if terabytes else 0.0) for name, value in totals.items()}}
 
 

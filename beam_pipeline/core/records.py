@@ -1,8 +1,9 @@
 """The small records that travel between pipeline stages.
 
 None of them holds pixels or file bytes: the shuffle carries references and
-metadata only, and the bytes are read again when a shard is written (and
-checked against the digest taken at validation).
+metadata only. The writer takes a pair's bytes from validation's spill
+(core/spill.py: a reference, checked by its CRC32C), or reads them again from
+the source files and checks them against the digest taken at validation.
 """
 
 import dataclasses
@@ -123,9 +124,10 @@ class ValidPair(_CompactPickle):
     ``class_pixels[c]`` is the number of mask pixels of class ``c``;
     ``ignore_pixels`` those equal to the ignore label. For classification the
     mask fields are empty and ``label`` is the class id.
-    A file that validation converted (to RGB PNG, or 8-bit grey PNG) is converted
-    again by the writer from its source, which it reads anyway: no file's bytes
-    cross a shuffle, only this metadata.
+    No file's bytes cross a shuffle, only this metadata: ``spill`` says where
+    validation left the bytes the record stores (core/spill.py; empty when it did
+    not), and without it the writer reads the source files again, converting a
+    file that validation converted (to RGB PNG, or 8-bit grey PNG) the same way.
     """
     ref: PairRef
     height: int
@@ -148,6 +150,7 @@ class ValidPair(_CompactPickle):
     stratum: int = -1                     # --balance strata: the image's rarest class; -1 otherwise.
     repeat_factor: float = 1.0            # The image's repeat factor (train split, when balancing).
     source_pixels: Tuple[Tuple[int, int], ...] = ()   # Mapped masks: (source value or colour, pixels).
+    spill: Tuple = ()                     # core/spill.SpillRef of the stored bytes, or () (read the sources).
 
     @property
     def shard_group(self) -> str:

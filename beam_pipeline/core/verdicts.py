@@ -30,6 +30,7 @@ from beam_pipeline.core.records import ValidPair
 
 RULES_VERSION = 2             # 2: label and colour maps, --reduce_zero_label, 16-bit and TIFF masks (issue 26)
 NUM_BUCKETS = 1024
+VERDICTS_PER_PART = 2000      # a bucket's writer commits a part (and its spill) at least this often
 BUCKET_SALT = "verdicts"
 AUDIT_SALT = "audit"
 DECODER_PACKAGES = ("imagecodecs", "simplejpeg", "pillow", "numpy")

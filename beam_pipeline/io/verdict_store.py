@@ -3,6 +3,7 @@
 Layout under the cache folder (``--cache_dir``, by default ``OUTPUT/cache``)::
 
     <fingerprint>/<bucket 0000..1023>/<run_id>-<writer>-<sequence>.verdicts
+    <fingerprint>/<bucket 0000..1023>/<run_id>-<writer>-<sequence>.records     (the part's spill)
 
 A part is the framed, packed Verdicts (core/verdicts.py) one run wrote for one bucket. A writer
 commits a part every COMMIT_EVERY verdicts or COMMIT_SECONDS (a local part is written under a
@@ -13,26 +14,31 @@ parts are removed once the run has written every verdict of that bucket again, a
 everything but the run's own parts goes (:func:`collect_garbage`): the cache holds the verdicts of
 the pairs the last run selected, and nothing older (docs/cache.md). A part that cannot be read is
 skipped with a warning: its pairs are validated again.
+
+A part's spill (core/spill.py) holds the stored bytes of the pairs it validated afresh, for the
+writer of the same run or of the re-run after a kill. It is committed before its part, so a
+committed verdict's spill is whole, and it goes with everything else at the next commit.
 """
 
 import logging
 import os
 import time
 import uuid
-from typing import Dict, Iterator, List, Optional
+from typing import Dict, Iterator, List, Optional, Tuple
 
 from apache_beam.io.filesystems import FileSystems
 
-from beam_pipeline.core import paths
+from beam_pipeline.core import paths, spill
 from beam_pipeline.core.failures import write_failed
 from beam_pipeline.core.records import frame_packed, pack, read_framed, unpack
-from beam_pipeline.core.verdicts import Verdict, newest
-from beam_pipeline.io import files
+from beam_pipeline.core.verdicts import VERDICTS_PER_PART, Verdict, newest
+from beam_pipeline.io import files, streams
 
 OWNER = "_owner.json"        # which output this cache belongs to (launcher/cache.py)
 SUFFIX = ".verdicts"
+SPILL_SUFFIX = ".records"
 TEMP_PREFIX = ".tmp-"
-COMMIT_EVERY = 2000
+COMMIT_EVERY = VERDICTS_PER_PART
 COMMIT_SECONDS = 10.0
 
 _LOG = logging.getLogger("beam_pipeline.cache")
@@ -80,7 +86,8 @@ def collect_garbage(root: str, fingerprint: str, run_id: str) -> int:
     """After a commit: remove every file under the cache ``root`` but the parts this run committed under
     ``fingerprint`` (and the owner record). A bucket this run wrote no part to holds no pair of the corpus
     any more; another fingerprint's verdicts are read by no run of these options; a temporary file is
-    what a killed writer left. Emptied local folders go too. Returns how many files went."""
+    what a killed writer left, and every spill has been written into shards. Emptied local folders go too.
+    Returns how many files went."""
     own = f"{run_id}-"
     stale = []
     for relative in files.list_files(root):
@@ -95,9 +102,32 @@ def collect_garbage(root: str, fingerprint: str, run_id: str) -> int:
     return len(stale)
 
 
+_GONE_SPILLS = set()          # spill files this process found missing or unreadable: not asked again
+
+
+def read_spilled(ref: spill.SpillRef) -> Optional[Tuple[bytes, bytes]]:
+    """(image, mask) as a spill entry holds them, or None when its file is gone (collected by a commit since),
+    cannot be read or does not hold the entry written (checked by CRC32C): then the writer reads the sources.
+    A file found gone is not asked for again by this process."""
+    path, offset = ref[0], ref[1]
+    if path in _GONE_SPILLS:
+        return None
+    try:
+        image, mask = streams.read_ranges(path, offset, (ref[2], ref[3]))
+    except Exception as error:  # noqa: BLE001 - a spill is only a shortcut: any failure means the sources
+        _GONE_SPILLS.add(path)
+        _LOG.info("validation's spill %s cannot be read (%s): its pairs are read from their files", path, error)
+        return None
+    if not spill.matches(ref, image, mask):
+        _LOG.warning("validation's spill %s does not hold the bytes written at offset %d: the pair is read from "
+                     "its files", path, offset)
+        return None
+    return image, mask
+
+
 class PartWriter:
     """The verdicts one run writes for one bucket, in parts committed as they fill; ``close`` commits the last
-    and returns every part it committed."""
+    and returns every part it committed. :meth:`spill` keeps a pair's stored bytes in the open part's spill."""
 
     def __init__(self, folder: str, bucket: int, run_id: str, clock=time.monotonic):
         self._folder = bucket_folder(folder, bucket)
@@ -110,7 +140,32 @@ class PartWriter:
         self._temporary: Optional[str] = None
         self._count = 0
         self._opened = 0.0
+        self._spill = None                   # the open part's spill: (handle, path, temporary path), once used
+        self._spilled = 0                    # bytes in it so far: the next entry's offset
         self.committed: List[str] = []
+
+    def spill(self, image: bytes, mask: bytes) -> spill.SpillRef:
+        """Append the stored bytes of a pair whose verdict is added next; where they are."""
+        if self._handle is None:
+            self._open()
+        if self._spill is None:
+            path = self._path[:-len(SUFFIX)] + SPILL_SUFFIX
+            temporary = self._temporary[:-len(SUFFIX)] + SPILL_SUFFIX
+            try:
+                self._spill = (FileSystems.create(temporary, compression_type="uncompressed"), path, temporary)
+            except OSError as error:
+                raise write_failed(path, error) from error
+            self._spilled = 0
+        handle, path, _ = self._spill
+        try:
+            handle.write(image)
+            if mask:
+                handle.write(mask)
+        except OSError as error:
+            raise write_failed(path, error) from error
+        ref = spill.reference(path, self._spilled, image, mask)
+        self._spilled += len(image) + len(mask)
+        return ref
 
     def add(self, verdict: Verdict) -> None:
         if self._handle is None:
@@ -142,6 +197,14 @@ class PartWriter:
         self._count, self._opened = 0, self._clock()
 
     def _commit(self) -> None:
+        if self._spill is not None:          # the spill first: a committed part's spill is whole
+            (spilled, path, temporary), self._spill = self._spill, None
+            try:
+                spilled.close()
+                if self._local:
+                    os.replace(temporary, path)
+            except OSError as error:
+                raise write_failed(path, error) from error
         handle, self._handle = self._handle, None
         try:
             handle.close()

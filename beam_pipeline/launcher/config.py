@@ -111,13 +111,15 @@ class CorpusConfig:
             return None
         return self.cache_dir or layout.cache_dir(self.output)
 
-    def cache_spec(self, run_id: str, versions: dict) -> CacheSpec:
-        """The cache this run reads and writes: the folder of the fingerprint of its check options and decoders."""
+    def cache_spec(self, run_id: str, versions: dict, committed_run: str = "") -> CacheSpec:
+        """The cache this run reads and writes: the folder of the fingerprint of its check options and decoders.
+        ``committed_run``: the run of the output's published version, whose commit collected every spill."""
         if self.cache_root is None:
             return CacheSpec()
         # Every check option, --max_file_bytes too: a reused verdict's files are not read, so not measured.
         folder = paths.join(self.cache_root, fingerprint(dataclasses.asdict(self.check_spec()), versions))
-        return CacheSpec(folder=folder, run_id=run_id, revalidate=self.revalidate, audit=self.cache_audit)
+        return CacheSpec(folder=folder, run_id=run_id, revalidate=self.revalidate, audit=self.cache_audit,
+                         committed_run=committed_run)
 
     def record_layout(self, versions: dict) -> str:
         """What the written records' bytes and groups depend on beyond the pairs (core/versions.record_layout)."""

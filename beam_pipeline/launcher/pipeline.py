@@ -164,7 +164,7 @@ def run(argv: Optional[List[str]] = None) -> dict:
         _LOG.info("Reading %s (%s, %s) into %s", config.input, config.input_format, config.task, data_dir)
         shuffle, made_for_shuffle = launch.shuffle_spec(launched.options, config, data_dir)
         versions = launch.package_versions()
-        cache_spec = config.cache_spec(output_run.run_id, versions)
+        cache_spec = config.cache_spec(output_run.run_id, versions, (output_run.previous or {}).get("run_id") or "")
         if config.cache_dir and config.use_cache:
             claim_cache(config.cache_root, config.output)
         try:

@@ -5,8 +5,9 @@
 2. Keep the ``--plan_sample`` selected pairs with the smallest stable hash
    (the same sample every time; memory bounded by the sample size).
 3. Do the pipeline's per-pair work on them in a process per core, with the
-   pipeline's own functions: read and check both files, then read them again,
-   verify the digest and encode the record, as the writer does. Measure the
+   pipeline's own functions: read and check both files, then encode the record
+   from the bytes validation keeps in its spill, as the writer does (with
+   --no_cache: read the files again and verify their digest). Measure the
    bytes, the outcome, the CPU time and the worker processes' peak memory.
 4. Scale up with :func:`beam_pipeline.core.plan.estimate`, and count the object-store requests
    of the run with :func:`beam_pipeline.core.plan.object_store_requests`.
@@ -27,7 +28,7 @@ import time
 from typing import List, Tuple
 
 from beam_pipeline.core.checks import Rejection
-from beam_pipeline.core.example import frame_record
+from beam_pipeline.core.example import frame_record, pair_example
 from beam_pipeline.core.hashing import stable_hash
 from beam_pipeline.core.paths import split_scheme
 from beam_pipeline.core.mask_report import class_warnings, mask_values_table
@@ -54,15 +55,19 @@ def _load_worker_libraries(compute_stats: bool) -> None:
         import tensorflow_transform.beam  # noqa: F401  (imported for its memory, like a worker's)
 
 
-def _measure(packed_ref: bytes, spec: CheckSpec) -> PairSample:
-    """The pipeline's per-pair work on one pair, timed in CPU seconds."""
+def _measure(packed_ref: bytes, spec: CheckSpec, spill: bool = True) -> PairSample:
+    """The pipeline's per-pair work on one pair, timed in CPU seconds. With the verdict cache (``spill``) the
+    writer encodes the bytes validation kept (core/spill.py), without it it reads the files again."""
     started = time.process_time()
     ref = unpack(packed_ref)
     ref_bytes = len(packed_ref)
-    result, _ = pairs.check(ref, spec)
-    if isinstance(result, Rejection):
-        return PairSample(ref.split, REJECTED, result.reason, 0, 0, ref_bytes, 0, time.process_time() - started)
-    record = pairs.record(result, spec)
+    read = pairs.read_files(ref, spec)
+    checked = read if isinstance(read, Rejection) else pairs.checked_bytes(ref, spec, *read)
+    if isinstance(checked, Rejection):
+        return PairSample(ref.split, REJECTED, checked.reason, 0, 0, ref_bytes, 0, time.process_time() - started)
+    result = checked.pair
+    stored = pairs.stored_files(checked, read[1], spec) if spill else None
+    record = pair_example(result, *stored) if stored is not None else pairs.record(result, spec)
     if isinstance(record, Rejection):
         return PairSample(ref.split, REJECTED, record.reason, 0, 0, ref_bytes, 0, time.process_time() - started)
     framed = frame_record(record)
@@ -106,7 +111,8 @@ def make_plan(config: CorpusConfig, split_spec: SplitSpec, sample_size: int, wor
     workers = workers or os.cpu_count() or 1
     with concurrent.futures.ProcessPoolExecutor(max_workers=workers, initializer=_load_worker_libraries,
                                                 initargs=(config.compute_stats,)) as pool:
-        samples = list(pool.map(_measure, sample, [config.check_spec()] * len(sample), chunksize=8))
+        samples = list(pool.map(_measure, sample, [config.check_spec()] * len(sample),
+                                [config.use_cache] * len(sample), chunksize=8))
     # ru_maxrss of children: the largest worker process's peak, in KiB on Linux.
     worker_rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
     plan = estimate(discovered=discovered, selected_by_split=by_split, samples=samples,
@@ -179,13 +185,19 @@ def _request_lines(requests: dict, splits: dict) -> list:
     per_tb = requests["per_tb"]
     where = (f"as on {requests['model']}; this run's local paths make none" if requests["local"]
              else requests["model"])
+    if requests.get("cache"):
+        gets = (f"~{human_count(requests['validation_gets'])} validation + ~{human_count(requests['spill_gets'])} "
+                f"the writer's reads of validation's spill (1 per record), {REQUESTS_PER_OPEN} per file opened and 1 per "
+                "validated file for its version (the verdict cache; a first run)")
+        uploads = (f"~{human_count(requests['shard_uploads'])} for {shards:,} shard(s) (start, chunks, move into "
+                   f"place) + ~{human_count(requests['cache_uploads'])} for the verdict cache and its spill")
+    else:
+        gets = (f"~{human_count(requests['validation_gets'])} validation + ~{human_count(requests['reread_gets'])} "
+                f"the writer's re-read, {REQUESTS_PER_OPEN} per file opened")
+        uploads = f"~{human_count(requests['uploads'])} for {shards:,} shard(s) (start, chunks, move into place)"
     return [f"  object-store requests    ({where}; docs/runners.md \"Cost per TB\")",
-            f"    GETs                   ~{human_count(requests['gets'])}: ~{human_count(requests['validation_gets'])} "
-            f"validation + ~{human_count(requests['reread_gets'])} the writer's re-read, "
-            f"{REQUESTS_PER_OPEN} per file opened" + (" and 1 per validated file for its version (the verdict cache; "
-                                                      "a first run)" if requests.get("cache") else ""),
+            f"    GETs                   ~{human_count(requests['gets'])}: {gets}",
             f"    listing pages          ~{human_count(requests['list_pages'])}",
-            f"    uploads                ~{human_count(requests['uploads'])} for {shards:,} shard(s) "
-            "(start, chunks, move into place)",
+            f"    uploads                {uploads}",
             f"    per TB of input        ~{human_count(per_tb['gets'])} GETs, ~{human_count(per_tb['list_pages'])} "
             f"listing pages, ~{human_count(per_tb['uploads'])} uploads"]

@@ -12,12 +12,13 @@ from typing import Iterable, Iterator, List, Optional, Tuple, Union
 
 from beam_pipeline.core import paths, reasons, selection
 from beam_pipeline.core.checks import Rejection
-from beam_pipeline.core.example import pair_record
+from beam_pipeline.core.example import Pieces, pair_example_pieces, pair_record_pieces
+from beam_pipeline.core.masks import stored_mask
 from beam_pipeline.core.hashing import stable_hash
 from beam_pipeline.core.pairing import pair_by_mask_path
 from beam_pipeline.core.records import FILTERED, Outcome, PairRef, ValidPair
-from beam_pipeline.core.validation import validate_classification, validate_segmentation
-from beam_pipeline.io import folders, listing, streams
+from beam_pipeline.core.validation import Checked, checked_classification, checked_segmentation
+from beam_pipeline.io import folders, listing, streams, verdict_store
 from beam_pipeline.stages.specs import CLASS_FOLDERS, LISTING, PAIRED, CheckSpec, DiscoverSpec, SelectSpec
 
 Discovered = Union[PairRef, Outcome]
@@ -205,9 +206,24 @@ def read_files(ref: PairRef, spec: CheckSpec) -> Union[Tuple[bytes, bytes], Reje
 
 def check_bytes(ref: PairRef, spec: CheckSpec, image: bytes, mask: bytes) -> Union[ValidPair, Rejection]:
     """Check a pair whose files' bytes are at hand (read_files)."""
+    checked = checked_bytes(ref, spec, image, mask)
+    return checked if isinstance(checked, Rejection) else checked.pair
+
+
+def checked_bytes(ref: PairRef, spec: CheckSpec, image: bytes, mask: bytes) -> Union[Checked, Rejection]:
+    """:func:`check_bytes`, with the bytes the pair's record stores where validation made them."""
     if spec.task == "classification":
-        return validate_classification(ref, image, spec.limits, spec.class_names)
-    return validate_segmentation(ref, image, mask, spec.limits, spec.sample_points_per_class)
+        return checked_classification(ref, image, spec.limits, spec.class_names)
+    return checked_segmentation(ref, image, mask, spec.limits, spec.sample_points_per_class)
+
+
+def stored_files(checked: Checked, mask: bytes, spec: CheckSpec) -> Optional[Tuple[bytes, bytes]]:
+    """(image, mask) as the record stores them, for validation's spill: a mask read through a map is converted
+    here (``mask``: its file's bytes), as the writer would; None when that fails (the writer reports it)."""
+    if checked.mask is not None:
+        return checked.image, checked.mask
+    converted = stored_mask(mask, spec.limits)
+    return None if isinstance(converted, Rejection) else (checked.image, converted)
 
 
 def check(ref: PairRef, spec: CheckSpec) -> Tuple[Union[ValidPair, Rejection], int]:
@@ -222,18 +238,31 @@ def check(ref: PairRef, spec: CheckSpec) -> Tuple[Union[ValidPair, Rejection], i
 # Record
 # --------------------------------------------------------------------------
 def record(pair: ValidPair, spec: CheckSpec) -> Union[bytes, Rejection]:
-    """The serialized example: both files read again and checked against their digests.
+    """The serialized example of :func:`record_pieces`, joined."""
+    pieces = record_pieces(pair, spec)
+    return pieces if isinstance(pieces, Rejection) else b"".join(pieces)
 
-    Files that validation converted (to RGB PNG, or 8-bit grey PNG) are converted
-    again, without running the checks (core.example.pair_record).
+
+def record_pieces(pair: ValidPair, spec: CheckSpec) -> Union[Pieces, Rejection]:
+    """The serialized example, as pieces (core/example.py): from validation's spill when the pair has one (core/spill.py), else from
+    both files read again and checked against their digests.
+
+    Read from the sources, files that validation converted (to RGB PNG, or 8-bit grey PNG) are
+    converted again, without running the checks (core.example.pair_record). The spill holds them as
+    stored, so the record's bytes are the same either way. A spill that is gone or damaged
+    (io/verdict_store.read_spilled) sends the writer to the sources.
     """
+    if pair.spill:
+        spilled = verdict_store.read_spilled(pair.spill)
+        if spilled is not None:
+            return pair_example_pieces(pair, *spilled)
     image = _read_verified(pair.ref.image, pair.image_sha256, "image", spec.max_file_bytes,
                            0 if pair.image_converted else pair.image_stored_bytes)
     if isinstance(image, Rejection) or spec.task == "classification":
-        return image if isinstance(image, Rejection) else pair_record(pair, image)
+        return image if isinstance(image, Rejection) else pair_record_pieces(pair, image)
     mask = _read_verified(pair.ref.mask, pair.mask_sha256, "mask", spec.max_file_bytes,
                           0 if pair.mask_converted else pair.mask_stored_bytes)
-    return mask if isinstance(mask, Rejection) else pair_record(pair, image, mask, spec.limits)
+    return mask if isinstance(mask, Rejection) else pair_record_pieces(pair, image, mask, spec.limits)
 
 
 def _read_verified(path: str, expected_sha256: str, what: str, max_file_bytes: int,

@@ -69,6 +69,7 @@ class CacheSpec:
     run_id: str = ""                         # names this run's parts; salts the audit's draw
     revalidate: bool = False                 # hash every file, reuse a verdict only for the same bytes
     audit: float = 0.0                       # the share of pre-key hits hashed all the same
+    committed_run: str = ""                  # the last run to commit: its spill, and older ones, are collected
 
 
 @dataclasses.dataclass(frozen=True)

@@ -3,6 +3,8 @@
 ValidatePairs reads both files of every pair (bounded by --max_file_bytes),
 decodes them fully and checks them (beam_pipeline/stages/pairs.py, core/checks.py),
 unless the verdict cache holds the pair's verdict (core/verdicts.py, docs/cache.md).
+A pair validated afresh leaves the bytes its record stores in the cache's spill
+(core/spill.py), where the shard writer takes them.
 Input: PairRef. Output: ValidPair (main), rejected Outcome (``rejected``), each
 reason counted by a Beam counter ``ValidatePairs:rejected_<reason>``, and how
 many pairs were validated afresh or taken from the cache (``cache``).
@@ -18,7 +20,7 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 
 from beam_pipeline import phases
-from beam_pipeline.core import reasons
+from beam_pipeline.core import reasons, spill
 from beam_pipeline.core.checks import Rejection
 from beam_pipeline.core.progress import DUPLICATES, REJECTED_PREFIX, VALID
 from beam_pipeline.core.hashing import sha256_hex
@@ -65,7 +67,7 @@ class ValidateBucketFn(counters.CountingDoFn):
         settled = {FRESH: 0, FROM_CACHE: 0, REHASHED: 0}
         for ref in refs:
             phases.reached(phases.VALIDATE)
-            result, how, verdict = self._settle(ref, verdicts.get(ref.key))
+            result, how, verdict = self._settle(ref, verdicts.get(ref.key), writer)
             settled[how] += 1
             self._how[how].inc()
             if writer is not None and verdict is not None:
@@ -84,8 +86,9 @@ class ValidateBucketFn(counters.CountingDoFn):
             if n:
                 yield beam.pvalue.TaggedOutput(CACHE_TAG, (how, n))
 
-    def _settle(self, ref: PairRef, cached: Optional[Verdict]):
-        """(ValidPair or Rejection, how it was settled, the verdict to keep or None)."""
+    def _settle(self, ref: PairRef, cached: Optional[Verdict], writer: Optional[verdict_store.PartWriter]):
+        """(ValidPair or Rejection, how it was settled, the verdict to keep or None). A pair validated afresh
+        leaves its stored bytes in ``writer``'s spill, for the shard writer (core/spill.py)."""
         cache = self._cache
         if cache.folder is None:
             result, bytes_read = pairs.check(ref, self._spec)
@@ -94,7 +97,7 @@ class ValidateBucketFn(counters.CountingDoFn):
         versions = (_pre_key(ref.image), _pre_key(ref.mask) if ref.mask else None)
         decision = decide(cached, ref.label, versions, cache.revalidate, audited(ref.key, cache.run_id, cache.audit))
         if decision == REUSE:
-            return restored(cached, ref), FROM_CACHE, cached
+            return restored(cached, ref, cache.committed_run), FROM_CACHE, cached
         read = pairs.read_files(ref, self._spec)
         if isinstance(read, Rejection):                 # missing, unreadable, empty, too large: never kept
             return read, FRESH, None
@@ -104,13 +107,22 @@ class ValidateBucketFn(counters.CountingDoFn):
         if decision == REHASH:
             digests = _digests(image, mask)
             if same_content(cached, *digests):
-                return restored(cached, ref), REHASHED, dataclasses.replace(
+                return restored(cached, ref, cache.committed_run), REHASHED, dataclasses.replace(
                     cached, image_version=versions[0], mask_version=versions[1])
-        result = pairs.check_bytes(ref, self._spec, image, mask)
+        checked = pairs.checked_bytes(ref, self._spec, image, mask)
+        result = checked if isinstance(checked, Rejection) else _spilled(checked, mask, self._spec, writer)
         if digests is None:              # a valid pair carries the digests validation took; hash only a rejected one
             digests = ((result.image_sha256, result.mask_sha256) if isinstance(result, ValidPair)
                        else _digests(image, mask))
         return result, FRESH, verdict_of(ref, versions, digests, result)
+
+
+def _spilled(checked, mask: bytes, spec: CheckSpec, writer: verdict_store.PartWriter) -> ValidPair:
+    """The pair, with its stored bytes in the spill of the part its verdict goes to."""
+    stored = pairs.stored_files(checked, mask, spec)
+    if stored is None:
+        return checked.pair
+    return dataclasses.replace(checked.pair, spill=writer.spill(*stored))
 
 
 def _digests(image: bytes, mask: bytes):
@@ -123,10 +135,15 @@ def _pre_key(path: str) -> Optional[str]:
     return None if version is None else f"{path}|{version}"
 
 
-def restored(verdict: Verdict, ref: PairRef) -> Union[ValidPair, Rejection]:
-    """What a kept verdict says of ``ref``: its ValidPair with ``ref``'s paths and split, or its Rejection."""
+def restored(verdict: Verdict, ref: PairRef, committed_run: str = "") -> Union[ValidPair, Rejection]:
+    """What a kept verdict says of ``ref``: its ValidPair with ``ref``'s paths and split, or its Rejection.
+    Its spill is kept only when a run after ``committed_run`` (the last to commit) wrote it: a killed run's;
+    the commit collected the others."""
     if verdict.valid:
-        return dataclasses.replace(unpack(verdict.valid), ref=ref)
+        pair = unpack(verdict.valid)
+        if pair.spill and not spill.live(pair.spill, committed_run):
+            return dataclasses.replace(pair, ref=ref, spill=())
+        return dataclasses.replace(pair, ref=ref)
     return Rejection(*verdict.rejection)
 
 

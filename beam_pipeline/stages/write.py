@@ -8,9 +8,9 @@ the train split.
 
 Only metadata is shuffled. Examples fall into hash buckets; the byte total of
 every (bucket, copy) is packed onto shards (core/sharding.py), keeping the
-copies of one image on different shards. The writer reads each file again,
-checks it against the SHA-256 taken at validation (pairs.record), and writes
-the records itself (one file per shard, no grouping of record bytes) straight
+copies of one image on different shards. The writer copies each pair's bytes
+from validation's spill, or reads its files again and checks them against the
+SHA-256 taken at validation (pairs.record_pieces), and writes the records itself (one file per shard, no grouping of record bytes) straight
 into the run's version folder (``runs/<run_id>/``, core/layout.py): nothing is
 renamed afterwards (a rename is a copy on object stores), and no reader looks
 there until the launcher commits the version by writing manifest.json. A write
@@ -30,7 +30,7 @@ from beam_pipeline import phases
 from beam_pipeline.core import layout, paths
 from beam_pipeline.core.repeat_weights import weight_units
 from beam_pipeline.core.checks import Rejection
-from beam_pipeline.core.example import frame_record
+from beam_pipeline.core.example import frame_pieces
 from beam_pipeline.core.failures import write_failed
 from beam_pipeline.core.progress import PAIRS_WRITTEN, RECORDS_WRITTEN, REJECTED_PREFIX
 from beam_pipeline.core.records import REJECTED, ClassTally, Outcome, ShardInfo, ValidPair
@@ -119,13 +119,15 @@ class WriteShardFn(counters.CountingDoFn):
                     yield beam.pvalue.TaggedOutput(REJECTED_TAG, Outcome.for_ref(
                         pair.ref, REJECTED, record.reason, record.detail))
                     continue
-                framed = frame_record(record)
-                handle.write(framed)
-                digest.update(framed)
+                framed_bytes = 0                        # the framed record's size
+                for piece in frame_pieces(record):     # the image's and mask's bytes as read, never copied
+                    handle.write(piece)
+                    digest.update(piece)
+                    framed_bytes += len(piece)
                 if records == 0:
                     phases.reached(phases.WRITE_SHARD)
                 keys.write(keys_line(record_key(pair.shard_key),
-                                     record_content(pair.content_key, pair.ref.source_id, split, group), len(framed)))
+                                     record_content(pair.content_key, pair.ref.source_id, split, group), framed_bytes))
                 if split == TRAIN:
                     for cls in pair.present_classes:
                         class_index.write(class_index_line(pair, shard_path, records, cls))
@@ -134,7 +136,7 @@ class WriteShardFn(counters.CountingDoFn):
                 self._records.inc()
                 if pair.copy == 0:
                     self._pairs.inc()
-                written_bytes += len(framed)
+                written_bytes += framed_bytes
                 weight += weight_units(pair.repeat_factor)
                 tally.add(pair)
         self._bytes.inc(written_bytes)
@@ -160,7 +162,7 @@ class WriteShardFn(counters.CountingDoFn):
         pending = collections.deque()
         with concurrent.futures.ThreadPoolExecutor(max_workers=READ_THREADS) as pool:
             for pair in ordered:
-                pending.append((pair, pool.submit(pairs.record, pair, self._spec.check)))
+                pending.append((pair, pool.submit(pairs.record_pieces, pair, self._spec.check)))
                 if len(pending) >= READ_AHEAD:
                     done, future = pending.popleft()
                     yield done, future.result()

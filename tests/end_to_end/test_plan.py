@@ -90,7 +90,12 @@ def test_object_store_requests_with_the_verdict_cache_ask_each_file_its_version(
     requests = object_store_requests(files_per_pair=2, validated_pairs=1000, written_records=1100, listed_objects=0,
                                      shard_sizes=[], input_bytes=1, output_scheme="gs://")
     assert requests["validation_gets"] == 6000          # 1000 pairs x 2 files x (2 requests + 1 for the version)
-    assert requests["reread_gets"] == 4400
+    assert requests["reread_gets"] == 0                 # the writer reads validation's spill, not the sources ...
+    assert requests["spill_gets"] == 1100               # ... one ranged GET per record's entry
+    assert requests["gets"] == 7100
+    # 1000 pairs fill 639 of the 1024 buckets (1024 x (1 - (1023/1024)^1000) = 638.5), a part and a spill each:
+    # 639 x (start + chunk, start) + 639 spill chunks (the 1 byte of input needs fewer)
+    assert requests["cache_uploads"] == 639 * 3 + 639 and requests["uploads"] == requests["cache_uploads"]
 
 
 def test_object_store_uploads_on_s3_and_nothing_read():
@@ -114,11 +119,14 @@ def test_readme_cost_per_tb_comes_from_the_model():
     with_cache = object_store_requests(files_per_pair=2, validated_pairs=7_500_000, written_records=7_500_000,
                                        listed_objects=0, shard_sizes=shards, input_bytes=10**12)
     assert from_listing["gets"] == 60_000_000           # 30 M opens x 2
-    assert with_cache["gets"] == 75_000_000             # and 15 M version requests, one per file
+    # 15 M version requests, one per file, 30 M validation GETs and one for each of the 7.5 M spill entries
+    assert with_cache["gets"] == 52_500_000
     assert from_listing["uploads"] == 74_510            # 7,451 x (1 + 8 + 1)
+    # 1,024 buckets + 3,750 more parts (2,000 verdicts each), a part and a spill each, and 1 TB in 16 MiB chunks
+    assert with_cache["cache_uploads"] == 4_774 * 3 + 59_605 == 73_927
     assert from_folders["list_pages"] == 15_000
     cost = re.search(r"\*\*Cloud Storage requests\*\*.*?(?=\n\n)", Path(ROOT, "docs/runners.md").read_text(), re.DOTALL).group(0)
     cost = " ".join(cost.split())
     for figure in ("30 M opens", "60 M GET requests", "$24 per TB", "74,510 upload requests", "15,000 listing pages",
-                   "75 M, ≈ $30 per TB"):
+                   "45 M", "7.5 M ranged reads of the spill", "52.5 M in all, ≈ $21 per TB", "73,927 upload requests"):
         assert figure in cost, figure

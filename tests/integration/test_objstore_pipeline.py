@@ -34,6 +34,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.parse
 from pathlib import Path
 
 import pytest
@@ -42,6 +43,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from beam_pipeline import phases
 from beam_pipeline.core import layout
+from beam_pipeline.io import verdict_store
 from conftest import OBJECT_RUN_OPTIONS, ROOT, THREADS, assert_same_outputs, dataset_dir, manifest_of, run_cli
 from deltas import live_records, records_changed, uncacheable, write_delta
 from objstore_fixtures import CORPUS_BUCKET, unique_bucket
@@ -225,11 +227,25 @@ def test_the_whole_run_on_each_store_equals_the_local_run(store_name, local_run,
     verified = verify_cli(store, store.url(bucket, "v1"))
     assert verified.returncode == 0, verified.stderr[-3000:]
     assert verified.stdout.startswith(f"OK: {len(manifest['files'])} files")
+    # every record was validated afresh and written from validation's spill in OUTPUT/cache: one ranged GET of
+    # its entry each (io/streams.read_ranges), and the commit collected the spill
+    assert len(spill_reads(result.log)) == written_records(manifest)
+    assert not [key for key in store.keys(bucket) if key.endswith(verdict_store.SPILL_SUFFIX)]
     inputs = manifest["counts"]["discovered"]
     counts = result.counts
     print(f"\n{store_name}: {result.seconds:.1f} s (local {local_seconds:.1f} s); requests "
           f"{dict(sorted(counts.items()))}; per input ({inputs}): "
           + ", ".join(f"{kind} {number / inputs:.2f}" for kind, number in sorted(counts.items())))
+
+
+def spill_reads(log: list) -> list:
+    """The reads of validation's spill files (S3 GET, GCS media GET) in a proxy's log."""
+    return [entry for entry in log if entry[2] in ("GET", "GET_MEDIA")
+            and urllib.parse.unquote(entry[1].split("?")[0]).endswith(verdict_store.SPILL_SUFFIX)]
+
+
+def written_records(manifest: dict) -> int:
+    return sum(shard["records"] for entry in manifest["splits"].values() for shard in entry["shards"])
 
 
 def test_s3_reads_of_the_corpus_match_the_request_model_of_plan(published, local_run):
@@ -245,12 +261,18 @@ def test_s3_reads_of_the_corpus_match_the_request_model_of_plan(published, local
     counts = manifest["counts"]
     model = object_store_requests(
         files_per_pair=2, validated_pairs=counts["discovered"] - counts["filtered_out"]["total"],
-        written_records=sum(shard["records"] for entry in manifest["splits"].values() for shard in entry["shards"]),
+        written_records=written_records(manifest),
         listed_objects=0, shard_sizes=[], input_bytes=1, output_scheme="s3://", cache=True)
-    print(f"\ncorpus reads counted {len(reads)}, modelled {model['gets']} "
-          f"({model['validation_gets']} validating, {model['reread_gets']} re-reading)")
+    # The writer reads validation's spill in the cache (OUTPUT/cache, in the output's bucket), not the corpus.
+    corpus = model["validation_gets"] + model["reread_gets"]
+    spilled = spill_reads(result.log)
+    print(f"\ncorpus reads counted {len(reads)}, modelled {corpus} "
+          f"({model['validation_gets']} validating, {model['reread_gets']} re-reading); reads of the spill "
+          f"counted {len(spilled)}, modelled {model['spill_gets']}")
+    assert model["reread_gets"] == 0
     # The model counts 2 requests per file opened; broken inputs open fewer (a missing image skips its mask).
-    assert abs(len(reads) - model["gets"]) <= 0.1 * model["gets"], (len(reads), model)
+    assert abs(len(reads) - corpus) <= 0.1 * corpus, (len(reads), model)
+    assert abs(len(spilled) - model["spill_gets"]) <= 0.1 * model["spill_gets"], (len(spilled), model)
 
 
 def test_gcs_a_live_lock_holder_refuses_a_second_run_and_a_killed_ones_is_taken_over(gcs_corpus, tmp_path):

@@ -1,6 +1,8 @@
 """The writer's side of one pair (pairs.record) on real files: what it reads again and what it stores."""
 
+import dataclasses
 import io
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -10,6 +12,8 @@ from PIL import Image
 from beam_pipeline.core import features, reasons
 from beam_pipeline.core.checks import Limits, Rejection
 from beam_pipeline.core.records import PairRef, ValidPair
+from beam_pipeline.core.verdicts import Verdict
+from beam_pipeline.io import verdict_store
 from beam_pipeline.stages import pairs
 from beam_pipeline.stages.specs import CheckSpec
 
@@ -119,3 +123,51 @@ def test_read_file_at_exactly_the_limit_is_read(tmp_path):
     path = tmp_path / "f.bin"
     path.write_bytes(b"y" * pairs._FIRST_READ)
     assert pairs.read_file(str(path), pairs._FIRST_READ, "image") == b"y" * pairs._FIRST_READ
+
+
+# --------------------------------------------------------------------------
+# validation's spill: the writer copies the stored bytes validation kept
+# --------------------------------------------------------------------------
+def _spilled(tmp_path, image: Image.Image, mask: Image.Image, run_id="20261204T000000Z-00000001"):
+    """A pair validated as ValidatePairs does with a cache: checked, its stored bytes in a part's spill."""
+    _save(image, tmp_path / "a.png")
+    _save(mask, tmp_path / "a_mask.png")
+    ref = PairRef(key="a", source_id="a.png", image=str(tmp_path / "a.png"), mask=str(tmp_path / "a_mask.png"))
+    image_bytes, mask_bytes = pairs.read_files(ref, SPEC)
+    checked = pairs.checked_bytes(ref, SPEC, image_bytes, mask_bytes)
+    writer = verdict_store.PartWriter(str(tmp_path / "cache"), 3, run_id)
+    writer.spill(b"another pair's bytes before it", b"")
+    pair = dataclasses.replace(checked.pair, spill=writer.spill(*pairs.stored_files(checked, mask_bytes, SPEC)))
+    writer.add(Verdict(key="a", label=None, image_version=None, mask_version=None, image_sha256="",
+                       mask_sha256="", valid=b"v"))
+    writer.close()
+    return pair
+
+
+@pytest.mark.parametrize("image,mask", [
+    (Image.fromarray(_noise((60, 80), 5), mode="L"), _palette_mask(60, 80)),            # both converted
+    (Image.fromarray(_noise((60, 80, 3), 6)), Image.fromarray(_mask_indices(60, 80), mode="L")),   # as read
+])
+def test_a_spilled_pair_is_written_from_the_spill_with_the_bytes_the_sources_give(tmp_path, image, mask):
+    pair = _spilled(tmp_path, image, mask)
+    from_sources = pairs.record(dataclasses.replace(pair, spill=()), SPEC)
+    assert isinstance(from_sources, bytes)
+    assert pairs.record(pair, SPEC) == from_sources
+    (tmp_path / "a.png").rename(tmp_path / "moved.png")         # the writer no longer reads the sources
+    assert pairs.record(pair, SPEC) == from_sources
+    assert isinstance(pairs.record(dataclasses.replace(pair, spill=()), SPEC), Rejection)
+
+
+def test_a_damaged_or_collected_spill_sends_the_writer_to_the_sources(tmp_path):
+    pair = _spilled(tmp_path, Image.fromarray(_noise((60, 80, 3), 7)), _palette_mask(60, 80))
+    expected = pairs.record(dataclasses.replace(pair, spill=()), SPEC)
+    path, offset = pair.spill[0], pair.spill[1]
+    data = bytearray(Path(path).read_bytes())
+    data[offset + 100] ^= 0xFF                                  # one byte of the entry flipped
+    Path(path).write_bytes(bytes(data))
+    assert pairs.record(pair, SPEC) == expected
+    Path(path).unlink()                                         # collected by a commit
+    assert pairs.record(pair, SPEC) == expected
+    (tmp_path / "a_mask.png").unlink()                          # then the sources are what counts
+    after = pairs.record(pair, SPEC)
+    assert isinstance(after, Rejection) and after.reason == reasons.CHANGED_SINCE_VALIDATION

@@ -129,3 +129,42 @@ def test_garbage_collection_keeps_only_the_runs_own_parts_of_its_fingerprint(tmp
     assert verdict_store.collect_garbage(str(root), "fp", run) == 3
     left = sorted(str(path) for path in root.rglob("*") if path.is_file())
     assert left == sorted(kept + [str(root / verdict_store.OWNER)])
+
+
+def test_spilled_bytes_are_committed_with_their_part_before_it_and_collected_after_a_commit(tmp_path, monkeypatch):
+    monkeypatch.setattr(verdict_store, "COMMIT_EVERY", 2)
+    root, run = tmp_path / "cache", "20261204T000000Z-00000001"
+    writer = verdict_store.PartWriter(str(root / "fp"), 5, run)
+    refs = []
+    for i in range(3):
+        refs.append(writer.spill(f"image {i}".encode(), f"mask {i}".encode() if i != 1 else b""))
+        writer.add(verdict(key=f"k{i}"))
+    bucket = root / "fp" / "0005"
+    committed = sorted(name for name in os.listdir(bucket) if not name.startswith(verdict_store.TEMP_PREFIX))
+    # the first part (k0, k1) and its spill are committed; k2's are still temporary files
+    assert [Path(name).suffix for name in committed] == [".records", ".verdicts"]
+    assert len([name for name in os.listdir(bucket) if name.startswith(verdict_store.TEMP_PREFIX)]) == 2
+    assert refs[0][0] == refs[1][0] == str(bucket / committed[0]) and refs[0][1:4] == (0, 7, 6)
+    assert refs[1][1:4] == (13, 7, 0)                         # after the first entry; no mask
+    assert verdict_store.read_spilled(refs[0]) == (b"image 0", b"mask 0")
+    assert verdict_store.read_spilled(refs[1]) == (b"image 1", b"")
+    assert not Path(refs[2][0]).exists()                      # a killed writer leaves no spill of its open part
+    parts = writer.close()
+    assert verdict_store.read_spilled(refs[2]) == (b"image 2", b"mask 2")
+    assert refs[2][0] != refs[0][0] and len(parts) == 2
+    assert verdict_store.collect_garbage(str(root), "fp", run) == 2       # both spills: written into shards
+    assert sorted(str(path) for path in root.rglob("*") if path.is_file()) == sorted(parts)
+    assert verdict_store.read_spilled(refs[2]) is None        # gone: the writer reads the sources
+
+
+def test_a_spill_is_live_only_when_a_run_after_the_last_commit_wrote_it():
+    from beam_pipeline.core import spill
+    killed = spill.reference("/out/cache/fp/0001/20261204T100000Z-0000aaaa-1234abcd-000000.records", 0, b"i", b"m")
+    committed_before, committed_by_it = "20261204T090000Z-ffffffff", "20261204T100000Z-0000aaaa"
+    assert spill.live(killed, "")                             # nothing committed yet: a killed first run's spill
+    assert spill.live(killed, committed_before)
+    assert not spill.live(killed, committed_by_it)            # its own commit collected it
+    assert not spill.live(killed, "20261204T110000Z-00000000")
+    assert spill.matches(killed, b"i", b"m")
+    assert not spill.matches(killed, b"i", b"M") and not spill.matches(killed, b"i", b"mx")
+    assert not spill.matches(killed, b"im", b"")
