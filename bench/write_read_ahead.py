@@ -1,21 +1,23 @@
 """The shard writer's read-ahead (stages/write.py): how many records it reads, checks and encodes ahead of
 the one it writes (READ_AHEAD), on how many threads (READ_THREADS).
 
-The writer copies every pair's bytes from validation's spill (``--spill``: the pipeline with its verdict
-cache), or reads its files again and checks them against validation's SHA-256, as it writes a shard. When
+The writer copies every pair's bytes from validation's spill (the pipeline with its verdict cache), or
+reads its files again and checks them against validation's SHA-256, as it writes a shard. When
 the bytes are in the page cache (a full run: validation has just read or spilled them) it is bound by its
-CPU; when they are not (a run killed and resumed) it also waits on the disk. Each ``--settings`` entry THREADSxRECORDS is one way; the first is the reference, and the
-ways are interleaved in each repeat, in a new order each repeat.
+CPU; when they are not (a run killed and resumed) it also waits on the disk. Each of ``--sources`` (spill,
+files) with each ``--settings`` entry THREADSxRECORDS is one way; the first is the reference, and the ways
+are interleaved in each repeat, in a new order each repeat.
 
 Each way writes ``--pairs`` pairs of distinct photo copies (tools/corpus_copies.py: real photos and masks, a
-fifth of the masks palette PNGs that validation converted to grey and the writer converts again) into
+fifth of the masks palette PNGs that validation converted to grey; from the files, the writer converts them
+again) into
 ``--writers`` shards at once, one writer process each, as the DirectRunner's two SDK workers do:
 ``WriteShardFn.process`` itself, on the ValidPairs validation gave (validated once, not timed). ``cold``: the
-page cache dropped before each timed write (root only); ``warm``: the files read once before. Printed: pairs
+page cache dropped before each timed write (root only); ``warm``: the files (or the spill) read once before. Printed: pairs
 per second, median (min..max) over ``--repeats``, and each way's ratio to the first within each repeat.
 
-    python bench/write_read_ahead.py --pairs 3000 --repeats 5 --settings 2x8,8x32
-    python bench/write_read_ahead.py --pairs 3000 --repeats 5 --settings 2x8,8x32,16x64 --spill
+    python bench/write_read_ahead.py --pairs 3000 --repeats 5 --settings 2x8        # the spill against the files
+    python bench/write_read_ahead.py --pairs 3000 --repeats 5 --settings 2x8,8x32,16x64 --sources spill
 """
 
 from __future__ import annotations
@@ -45,9 +47,9 @@ NUM_CLASSES = 8
 CASES = ("cold", "warm")
 
 
-def valid_pairs(listing: Path, count: int, spec: CheckSpec, spill: Optional[Path] = None) -> list[ValidPair]:
-    """The first ``count`` pairs of the copies' listing, validated as the pipeline validates them; with ``spill``
-    (a cache folder), their stored bytes spilled as ValidatePairs spills them, a part per verdict bucket."""
+def valid_pairs(listing: Path, count: int, spec: CheckSpec, spill: Path) -> list[ValidPair]:
+    """The first ``count`` pairs of the copies' listing, validated as the pipeline validates them, their stored
+    bytes spilled into the cache folder ``spill`` as ValidatePairs spills them, a part per verdict bucket."""
     folder = listing.parent
     with listing.open(encoding="utf-8") as handle:
         rows = [next(handle).strip().split(",")[:2] for _ in range(count + 1)][1:]
@@ -60,11 +62,10 @@ def valid_pairs(listing: Path, count: int, spec: CheckSpec, spill: Optional[Path
         if not isinstance(checked, Checked):
             raise RuntimeError(f"{image}: {checked}")
         pair = checked.pair
-        if spill is not None:
-            bucket = verdicts.bucket_of(ref.key)
-            writer = writers.get(bucket) or writers.setdefault(
-                bucket, verdict_store.PartWriter(str(spill), bucket, "20261204T000000Z-00000001"))
-            pair = dataclasses.replace(pair, spill=writer.spill(*stage_pairs.stored_files(checked, read[1], spec)))
+        bucket = verdicts.bucket_of(ref.key)
+        writer = writers.get(bucket) or writers.setdefault(
+            bucket, verdict_store.PartWriter(str(spill), bucket, "20261204T000000Z-00000001"))
+        pair = dataclasses.replace(pair, spill=writer.spill(*stage_pairs.stored_files(checked, read[1], spec)))
         found.append(pair)
     for writer in writers.values():
         writer.close()
@@ -77,9 +78,16 @@ def settings(text: str) -> list[tuple[int, int]]:
         ways = [tuple(int(number) for number in part.split("x")) for part in text.split(",") if part.strip()]
     except ValueError:
         ways = []
-    if len(ways) < 2 or any(len(way) != 2 or min(way) < 1 for way in ways):
-        raise argparse.ArgumentTypeError(f"expected two or more THREADSxRECORDS, such as 2x8,8x32; got {text!r}")
+    if not ways or any(len(way) != 2 or min(way) < 1 for way in ways):
+        raise argparse.ArgumentTypeError(f"expected THREADSxRECORDS, comma-separated, such as 2x8,8x32; got {text!r}")
     return ways
+
+
+def sources(text: str) -> list[str]:
+    found = [part.strip() for part in text.split(",") if part.strip()]
+    if not found or any(source not in ("spill", "files") for source in found) or len(set(found)) < len(found):
+        raise argparse.ArgumentTypeError(f"expected spill, files or both, comma-separated; got {text!r}")
+    return found
 
 
 def _write_one(args) -> None:
@@ -98,7 +106,7 @@ def timed_write(way: tuple[int, int], pairs: list[ValidPair], out: Path, writers
     chunks = [pairs[index::writers] for index in range(writers)]
     if cold:
         drop_page_cache(True)
-    elif pairs[0].spill:
+    elif pairs and pairs[0].spill:
         for path in {pair.spill[0] for pair in pairs}:
             Path(path).read_bytes()
     else:
@@ -125,40 +133,47 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="the ways, THREADSxRECORDS, comma-separated; the first is the reference "
                              "(default 2x8,8x32: the writer's own 2x8 against 8 threads and 32 records)")
     parser.add_argument("--repeats", type=positive, default=5)
-    parser.add_argument("--spill", action="store_true",
-                        help="write from validation's spill (the pipeline with its verdict cache), not the sources")
+    parser.add_argument("--sources", type=sources, default=sources("spill,files"),
+                        help="where the writer takes each pair's bytes, comma-separated, each source a way with "
+                             "each setting: spill (validation's spill, the pipeline with its verdict cache), files "
+                             "(the source files read again: --no_cache); default spill,files")
     args = parser.parse_args(argv)
+    ways = [(source, *setting) for source in args.sources for setting in args.settings]
+    if len(ways) < 2:
+        parser.error("give two or more ways: two --settings, or two --sources")
     if not drop_page_cache(True):
         parser.error("the cold case drops the page cache: run as root")
     spec = CheckSpec("segmentation", Limits(num_classes=NUM_CLASSES))
     listing = pair_copies(args.workdir.resolve(), args.pairs)
     log(f"validating {args.pairs:,} pairs (not timed)")
-    spill = args.workdir.resolve() / "write_read_ahead_spill" if args.spill else None
-    if spill is not None:
-        shutil.rmtree(spill, ignore_errors=True)
-    found = valid_pairs(listing, args.pairs, spec, spill)
-    converted = sum(pair.mask_converted or pair.image_converted for pair in found)
-    megabytes = sum(pair.estimated_record_bytes for pair in found) / 1e6
+    spill = args.workdir.resolve() / "write_read_ahead_spill"
+    shutil.rmtree(spill, ignore_errors=True)
+    spilled = valid_pairs(listing, args.pairs, spec, spill)
+    found = {"spill": spilled, "files": [dataclasses.replace(pair, spill=()) for pair in spilled]}
+    converted = sum(pair.mask_converted or pair.image_converted for pair in spilled)
+    megabytes = sum(pair.estimated_record_bytes for pair in spilled) / 1e6
     out = args.workdir.resolve() / "write_read_ahead"
-    ways = args.settings
     seconds = {(case, way): [] for case in CASES for way in ways}
     for repeat in range(args.repeats):
         for case in CASES:
             for way in (ways if repeat % 2 == 0 else list(reversed(ways))):
-                seconds[(case, way)].append(timed_write(way, found, out, args.writers, spec, case == "cold"))
-                log(f"repeat {repeat + 1} {case} {way[0]}x{way[1]}: {seconds[(case, way)][-1]:.2f} s")
-    source = "validation's spill" if spill is not None else "the source files"
+                seconds[(case, way)].append(timed_write(way[1:], found[way[0]], out, args.writers, spec,
+                                                        case == "cold"))
+                log(f"repeat {repeat + 1} {case} {name(way)}: {seconds[(case, way)][-1]:.2f} s")
     print(f"{args.pairs:,} photo-copy pairs ({megabytes:,.0f} MB of records, {converted} with a converted file), "
-          f"written from {source}, {args.writers} writer processes, {args.repeats} repeats, median (min..max):")
+          f"{args.writers} writer processes, {args.repeats} repeats, median (min..max):")
     for case in CASES:
         for way in ways:
             rates = [args.pairs / s for s in seconds[(case, way)]]
             ratios = [r / w for r, w in zip(seconds[(case, ways[0])], seconds[(case, way)])]
             versus = "" if way == ways[0] else f", {spread(ratios)} of the first's pairs per second"
-            print(f"  {case:<5} {way[0]:>2} threads, {way[1]:>3} records ahead  {spread(rates, '{:.0f}')} pairs/s{versus}")
-    if spill is not None:
-        shutil.rmtree(spill, ignore_errors=True)
+            print(f"  {case:<5} {name(way):<38} {spread(rates, '{:.0f}')} pairs/s{versus}")
+    shutil.rmtree(spill, ignore_errors=True)
     return 0
+
+
+def name(way) -> str:
+    return f"from the {way[0]}, {way[1]} threads, {way[2]} records ahead"
 
 
 if __name__ == "__main__":
