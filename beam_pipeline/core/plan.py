@@ -35,7 +35,7 @@ WRITER_READ_AHEAD = 2        # write.READ_THREADS: records read ahead while a sh
 # s3io.S3Downloader) and one ranged GET per 16 MiB (their read buffer); pairs.read_file stops at the short
 # read that ends a file, so a file of up to 16 MiB costs 2. Counted against a GCS JSON-API emulator.
 REQUESTS_PER_OPEN = 2
-SPILL_REQUESTS_PER_RECORD = 1   # the writer's read of a record's spill entry: one ranged GET (io/streams.read_ranges)
+SPILL_REQUESTS_PER_RECORD = 1   # the writer's read of a record's spill entry: one ranged GET (io/ranges.read_ranges)
 LIST_PAGE_OBJECTS = 1000     # objects per listing page (GCS objects.list, S3 ListObjectsV2)
 # Writing a shard: GCS resumable upload (gcsio.BeamBlobWriter): a start request and one per 16 MiB chunk;
 # S3 multipart upload (s3io.S3Uploader): create, one part per 5 MiB, complete. Then publishing moves the

@@ -5,7 +5,6 @@
   when each session loaded botocore's JSON models itself (about 20 ms with the shared loader below)
   and made reading from S3 4-9 times slower than from local disk. Everything else goes through
   ``FileSystems.open``.
-* :func:`read_ranges`: byte ranges of a file, in one ranged GET on a store (validation's spill).
 * :func:`read_failure`: what a failed read means. A missing object (404) and a refused one (403) are
   facts about that file; a server or network error that outlived the clients' retries is not, and
   is raised again so that the runner retries the work instead of rejecting good input.
@@ -77,39 +76,6 @@ def open_for_read(path: str):
     if path.startswith(S3_SCHEME):
         return _s3io(path).open(path, "rb")
     return _filesystem(path).open(path, compression_type="uncompressed")
-
-
-def read_ranges(path: str, offset: int, lengths: Tuple[int, ...]) -> Tuple[bytes, ...]:
-    """The consecutive byte ranges of ``lengths`` from ``offset`` of ``path``: on gs:// and s3:// one ranged GET
-    of exactly those bytes (an open through Beam's readers costs a metadata request and fetches from the
-    offset up to 16 MiB), locally a read per range; raises when the file is missing or shorter."""
-    total = sum(lengths)
-    if path.startswith(S3_SCHEME) or path.startswith("gs://"):
-        data = _ranged_get(path, offset, total) if total else b""
-        if len(data) != total:
-            raise IOError(f"{path} holds {len(data)} of the {total} bytes asked for at offset {offset}")
-        out, start = [], 0
-        for length in lengths:
-            out.append(data[start:start + length])
-            start += length
-        return tuple(out)
-    with open_for_read(path) as handle:
-        handle.seek(offset)
-        out = tuple(handle.read(length) if length else b"" for length in lengths)
-    if sum(len(part) for part in out) != total:
-        raise IOError(f"{path} ends before the {total} bytes asked for at offset {offset}")
-    return out
-
-
-def _ranged_get(path: str, offset: int, length: int) -> bytes:
-    if path.startswith(S3_SCHEME):
-        from apache_beam.io.aws.s3io import parse_s3_path
-        bucket, key = parse_s3_path(path)
-        response = s3_client(path).get_object(Bucket=bucket, Key=key, Range=f"bytes={offset}-{offset + length - 1}")
-        return response["Body"].read()
-    bucket, _, name = path[len("gs://"):].partition("/")
-    client = FileSystems.get_filesystem(path)._gcsIO().client        # noqa: SLF001 - Beam's client
-    return client.bucket(bucket).blob(name).download_as_bytes(start=offset, end=offset + length - 1, checksum=None)
 
 
 _FILESYSTEMS = {}        # scheme -> Beam FileSystem instance, for this process

@@ -32,7 +32,7 @@ from beam_pipeline.core import paths, spill
 from beam_pipeline.core.failures import write_failed
 from beam_pipeline.core.records import frame_packed, pack, read_framed, unpack
 from beam_pipeline.core.verdicts import VERDICTS_PER_PART, Verdict, newest
-from beam_pipeline.io import files, streams
+from beam_pipeline.io import files, ranges
 
 OWNER = "_owner.json"        # which output this cache belongs to (launcher/cache.py)
 SUFFIX = ".verdicts"
@@ -113,7 +113,7 @@ def read_spilled(ref: spill.SpillRef) -> Optional[Tuple[bytes, bytes]]:
     if path in _GONE_SPILLS:
         return None
     try:
-        image, mask = streams.read_ranges(path, offset, (ref[2], ref[3]))
+        image, mask = ranges.read_ranges(path, offset, (ref[2], ref[3]))
     except Exception as error:  # noqa: BLE001 - a spill is only a shortcut: any failure means the sources
         _GONE_SPILLS.add(path)
         _LOG.info("validation's spill %s cannot be read (%s): its pairs are read from their files", path, error)
