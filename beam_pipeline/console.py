@@ -115,6 +115,8 @@ def configure(level: str = DEFAULT_LEVEL) -> None:
         if SETTINGS.native_filter is None:
             SETTINGS.native_filter = NativeStderrFilter(NATIVE_NOISE)
             SETTINGS.native_filter.start()
+        if not isinstance(sys.stderr, HarnessTracebacksDropped):
+            sys.stderr = HarnessTracebacksDropped(sys.stderr)
     _configure_logging(level)
 
 
@@ -181,6 +183,27 @@ class OneReportPerError(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         return not (record.name.startswith("apache_beam") and record.levelno >= logging.ERROR)
+
+
+class HarnessTracebacksDropped:
+    """``sys.stderr`` without the traceback of a failed bundle that Beam's SDK harness prints (``sdk_worker._execute``;
+    it logs it too, which OneReportPerError drops): run() raises the same error, which the launcher reports once.
+    Only in-process workers (multi_threading, in_memory) print into this stderr. All else goes through."""
+
+    _HARNESS = os.path.join("apache_beam", "runners", "worker", "sdk_worker.py")
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        caller = sys._getframe().f_back             # print() is a builtin: the frame that called it (or None)
+        if caller is not None and caller.f_code.co_name == "_execute" and caller.f_code.co_filename.endswith(
+                self._HARNESS):
+            return len(text)
+        return self._stream.write(text)
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
 
 
 def _configure_logging(level: str) -> None:

@@ -198,8 +198,9 @@ def build_manifest(*, task: str, num_classes: int, ignore_label, class_names, sh
 def lineage_summary(settled: Dict[str, int], cache_folder: Optional[str], shards: Iterable[dict] = (),
                     version: str = "", rewritten: Optional[str] = None) -> dict:
     """How the run's selected pairs were settled (ValidatePairs: ``validated`` afresh, ``from_cache`` on
-    their files' versions, ``rehashed``: from the cache after their bytes were hashed) and the cache it
-    used (docs/cache.md); which records it wrote into its own shards (``version``), kept from earlier runs'
+    their files' versions, ``rehashed``: from the cache after their bytes were hashed; ``not_spilled``: of
+    those validated afresh, how many the writer read again, their bytes not kept by ``--spill``) and the
+    cache it used (docs/cache.md); which records it wrote into its own shards (``version``), kept from earlier runs'
     shards, deleted and compacted (``settled``'s ``kept``, ``deleted``, ``compacted``: stages/reuse.py), the
     runs whose shards it keeps, the bytes it wrote, and why nothing was kept when nothing was (``rewritten``;
     docs/incremental.md). The launcher adds ``parent_run_id``, the version the output held before."""
@@ -210,6 +211,7 @@ def lineage_summary(settled: Dict[str, int], cache_folder: Optional[str], shards
         "validated": settled.get("validated", 0),
         "from_cache": settled.get("from_cache", 0),
         "rehashed": settled.get("rehashed", 0),
+        "not_spilled": settled.get("not_spilled", 0),
         "cache": None if cache_folder is None else {"folder": cache_folder,
                                                      "fingerprint": cache_folder.rstrip("/").rsplit("/", 1)[-1]},
         "records": {"written": sum(s["records"] for s in own), "kept": settled.get("kept", 0),

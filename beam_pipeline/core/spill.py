@@ -40,3 +40,23 @@ def live(ref: SpillRef, committed_run: str) -> bool:
         return True
     name = ref[0].rsplit("/", 1)[-1]
     return name[:len(committed_run)] > committed_run
+
+
+# --spill auto: how much free space a worker leaves on a disk that holds both the spill and the shards.
+RESERVE_MARGIN_BYTES = 16 << 20      # beyond the shards' estimate: the parts, the manifest, the report
+RECORD_OVERHEAD = 1.05               # a record's bytes over its entry's: features, framing
+
+
+def shard_reserve(selected_pairs: int, entries: int, entry_bytes: int) -> int:
+    """The free bytes to keep for the shards while spilling: every selected pair's record at the mean size
+    of the ``entries`` seen so far (``entry_bytes`` in all), RECORD_OVERHEAD more, and RESERVE_MARGIN_BYTES.
+    The spill is collected only at the commit, after the shards are written, so both are on the disk at
+    once. ``selected_pairs`` 0: the shards are on another disk, only the margin is kept."""
+    if not entries or not selected_pairs:
+        return RESERVE_MARGIN_BYTES
+    return int(selected_pairs * (entry_bytes / entries) * RECORD_OVERHEAD) + RESERVE_MARGIN_BYTES
+
+
+def room_for_entry(free_bytes: int, size: int, reserve: int) -> bool:
+    """Whether an entry of ``size`` bytes leaves at least ``reserve`` bytes free."""
+    return free_bytes - size >= reserve

@@ -22,6 +22,7 @@ committed verdict's spill is whole, and it goes with everything else at the next
 
 import logging
 import os
+import threading
 import time
 import uuid
 from typing import Dict, Iterator, List, Optional, Tuple
@@ -123,6 +124,87 @@ def read_spilled(ref: spill.SpillRef) -> Optional[Tuple[bytes, bytes]]:
                      "its files", path, offset)
         return None
     return image, mask
+
+
+class SpillRoom:
+    """``--spill``: whether validation keeps one more pair's stored bytes in its spill (core/spill.py).
+
+    ``never``: none. ``always``: every one. ``auto``: every one while the cache is on a local disk that keeps
+    room for the shards afterwards (core/spill.shard_reserve: every selected pair at the mean entry size seen
+    so far, when the shards go to the same disk; else a margin), checked before each entry; once an entry
+    would not leave that room, no other is spilled in this process, and the writer reads those pairs' files
+    again. On gs:// and s3:// ``auto`` spills every one. One per process and run (:func:`spill_room`), so
+    the disk is reported once, whatever the bundles and threads."""
+
+    def __init__(self, mode: str, cache_folder: Optional[str], shards_folder: Optional[str], selected_pairs: int):
+        self._mode = mode
+        self._folder = cache_folder
+        self._checked = (mode == "auto" and bool(cache_folder) and not paths.split_scheme(cache_folder)[0])
+        self._selected = selected_pairs if self._checked and shards_folder and _same_disk(
+            cache_folder, shards_folder) else 0
+        self._entries = self._entry_bytes = 0
+        self._full = False
+        self._lock = threading.Lock()
+
+    def allows(self, size: int) -> bool:
+        """Whether an entry of ``size`` bytes may be spilled."""
+        with self._lock:
+            self._entries += 1
+            self._entry_bytes += size
+            if self._mode == "never" or self._full:
+                return False
+            if not self._checked:
+                return True
+            free = _free_bytes(self._folder)
+            reserve = spill.shard_reserve(self._selected, self._entries, self._entry_bytes)
+            if free is None or spill.room_for_entry(free, size, reserve):
+                return True
+            self._full = True
+        _LOG.warning("the disk of the verdict cache %s has %.2f GB free and keeps %.2f GB for the shards: "
+                     "validation stops keeping pairs' bytes in its spill, and the writer reads their files "
+                     "again (--spill)", self._folder, free / 1e9, reserve / 1e9)
+        return False
+
+
+_ROOMS: Dict[Tuple[str, str], SpillRoom] = {}
+_ROOMS_LOCK = threading.Lock()
+
+
+def spill_room(mode: str, cache_folder: Optional[str], run_id: str, shards_folder: Optional[str],
+               selected_pairs: int) -> SpillRoom:
+    """This process's SpillRoom for the run ``run_id``."""
+    with _ROOMS_LOCK:
+        key = (cache_folder or "", run_id)
+        room = _ROOMS.get(key)
+        if room is None:
+            room = _ROOMS[key] = SpillRoom(mode, cache_folder, shards_folder, selected_pairs)
+        return room
+
+
+def _existing(path: str) -> str:
+    """``path``, or its nearest folder that exists (the cache and the version folder are made as they fill)."""
+    path = os.path.abspath(path)
+    while not os.path.exists(path) and os.path.dirname(path) != path:
+        path = os.path.dirname(path)
+    return path
+
+
+def _same_disk(one: str, other: str) -> bool:
+    if paths.split_scheme(other)[0]:
+        return False
+    try:
+        return os.stat(_existing(one)).st_dev == os.stat(_existing(other)).st_dev
+    except OSError:
+        return True                         # cannot tell: keep the room for the shards
+
+
+def _free_bytes(folder: str) -> Optional[int]:
+    """Bytes free to this user on the disk of ``folder``, or None when the system cannot say."""
+    try:
+        info = os.statvfs(_existing(folder))
+    except OSError:
+        return None
+    return info.f_bavail * info.f_frsize
 
 
 class PartWriter:

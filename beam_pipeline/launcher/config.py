@@ -72,6 +72,7 @@ class CorpusConfig:
     cache_dir: Optional[str] = None         # None: OUTPUT/cache
     revalidate: bool = False
     cache_audit: float = 0.0
+    spill: str = "auto"                     # auto | always | never (io/verdict_store.SpillRoom)
     maps: MapOptions = MapOptions()
     compact: str = "auto"                   # auto | never | all (core/versions.py)
 
@@ -119,7 +120,7 @@ class CorpusConfig:
         # Every check option, --max_file_bytes too: a reused verdict's files are not read, so not measured.
         folder = paths.join(self.cache_root, fingerprint(dataclasses.asdict(self.check_spec()), versions))
         return CacheSpec(folder=folder, run_id=run_id, revalidate=self.revalidate, audit=self.cache_audit,
-                         committed_run=committed_run)
+                         committed_run=committed_run, spill=self.spill, shards_folder=self.output)
 
     def record_layout(self, versions: dict) -> str:
         """What the written records' bytes and groups depend on beyond the pairs (core/versions.record_layout)."""
@@ -267,6 +268,7 @@ def to_config(opts: PipelineOptions) -> CorpusConfig:
         cache_dir=o.cache_dir.rstrip("/") if o.cache_dir else None,
         revalidate=o.revalidate,
         cache_audit=o.cache_audit,
+        spill=o.spill,
         maps=maps,
         compact=o.compact,
     )

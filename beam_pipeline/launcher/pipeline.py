@@ -69,7 +69,12 @@ def build_pipeline(p: beam.Pipeline, config: CorpusConfig, split_spec: SplitSpec
     # int: every discovered input
     selected, dropped, filtered = refs | "SelectSubset" >> SelectSubset(config.select_spec(split_spec), shuffle)
     # PairRef with split | rejected Outcome | ((FILTERED, reason), n): the inputs filtered out, counted
-    valid, invalid, settled = selected | "ValidatePairs" >> ValidatePairs(config.check_spec(), cache, shuffle)
+    selected_count = None
+    if cache.folder is not None and cache.spill == "auto":
+        selected_count = selected | "CountSelected" >> beam.combiners.Count.Globally()
+        # int: the selected pairs, which the shards of --spill auto are kept room for
+    valid, invalid, settled = selected | "ValidatePairs" >> ValidatePairs(config.check_spec(), cache, shuffle,
+                                                                          selected_count)
     # ValidPair | rejected Outcome | (how, n): pairs validated afresh, reused from the cache, reused after a hash
     unique, duplicates = valid | "DeduplicatePairs" >> DeduplicatePairs(shuffle)
     # ValidPair (one per content) | duplicate Outcome

@@ -23,6 +23,15 @@ def add_rerun_arguments(parser) -> None:
         "--no_cache", dest="use_cache", action="store_false", default=True,
         help="Validate every pair afresh, and neither read nor write the verdict cache.")
     cache.add_argument(
+        "--spill", default="auto", choices=("auto", "always", "never"),
+        help="What validation keeps for the writer in the cache (docs/cache.md). auto (default): the bytes each "
+             "record stores, so the writer copies them instead of reading the files again, while the local disk "
+             "of the cache keeps room for the shards (every selected pair at the mean size so far, plus 16 MB); "
+             "once it would not, the writer reads the remaining pairs' files again, and the summary says how "
+             "many. On gs:// and s3:// auto keeps them all. always: keep them all on any disk (until the "
+             "commit the cache then holds the new pairs' bytes a second time). never: verdicts only; the "
+             "writer reads every file again and checks its digest.")
+    cache.add_argument(
         "--revalidate", action="store_true", default=False,
         help="Read and hash every selected file, and reuse a cached verdict only for the very same bytes: for "
              "files changed in ways their size, modification time, inode and ctime (or object generation, "

@@ -102,6 +102,9 @@ def lineage_line(lineage, unit: str = "pairs") -> str:
         text += f", {reused} from the verdict cache"
         if lineage["rehashed"]:
             text += f" ({lineage['rehashed']} after hashing their files)"
+        if lineage.get("not_spilled"):
+            text += (f" ({lineage['not_spilled']} validated not kept in the spill, --spill: the writer read "
+                     f"their files again)")
     if lineage.get("parent_run_id"):
         text += f"; built on version {lineage['parent_run_id']}"
     records = lineage.get("records")

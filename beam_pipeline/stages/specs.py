@@ -70,6 +70,8 @@ class CacheSpec:
     revalidate: bool = False                 # hash every file, reuse a verdict only for the same bytes
     audit: float = 0.0                       # the share of pre-key hits hashed all the same
     committed_run: str = ""                  # the last run to commit: its spill, and older ones, are collected
+    spill: str = "auto"                      # --spill: auto | always | never (io/verdict_store.SpillRoom)
+    shards_folder: Optional[str] = None      # where the shards go: --spill auto keeps room for them there
 
 
 @dataclasses.dataclass(frozen=True)

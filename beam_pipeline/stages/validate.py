@@ -14,7 +14,7 @@ label) and reports the others as duplicates.
 """
 
 import dataclasses
-from typing import Optional, Union
+from typing import Optional, Tuple, Union
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
@@ -34,6 +34,7 @@ from beam_pipeline.stages.specs import REJECTED_TAG, CacheSpec, CheckSpec, Shuff
 
 CACHE_TAG = "cache"          # ((how, n), ...): how each bucket's pairs were settled (lineage in manifest.json)
 FRESH, FROM_CACHE, REHASHED = "validated", "from_cache", "rehashed"
+NOT_SPILLED = "not_spilled"  # validated afresh, their bytes not kept for the writer (--spill)
 
 
 def _bucket_of(ref: PairRef):
@@ -47,21 +48,30 @@ class ValidateBucketFn(counters.CountingDoFn):
     With a cache (CacheSpec.folder) each pair's verdict is looked up first (core/verdicts.py): reused
     without reading the files when their versions are the verdict's, after hashing them when their
     bytes are, and taken afresh otherwise; every verdict of the bucket is written again to this run's
-    parts, and the bucket's older parts are removed once it is done (io/verdict_store.py)."""
+    parts, and the bucket's older parts are removed once it is done (io/verdict_store.py). A pair validated
+    afresh keeps its stored bytes in the spill as ``--spill`` allows (io/verdict_store.SpillRoom, given the
+    number of selected pairs ``selected``)."""
 
     def __init__(self, spec: CheckSpec, cache: CacheSpec):
         self._spec = spec
         self._cache = cache
         self._valid = counters.counter(*VALID)
         self._bytes_read = Metrics.counter("ValidatePairs", "bytes_read")
-        self._how = {how: Metrics.counter("ValidatePairs", how) for how in (FRESH, FROM_CACHE, REHASHED)}
+        self._how = {how: Metrics.counter("ValidatePairs", how)
+                     for how in (FRESH, FROM_CACHE, REHASHED, NOT_SPILLED)}
+        self._room: Optional[verdict_store.SpillRoom] = None
+        self._not_spilled = 0
 
     def setup(self):
         worker.prepare_sdk_worker()
 
-    def process(self, element):
+    def process(self, element, selected=0):
         bucket, refs = element
         folder = self._cache.folder
+        if self._room is None:
+            self._room = verdict_store.spill_room(self._cache.spill, folder, self._cache.run_id,
+                                                  self._cache.shards_folder, selected)
+        self._not_spilled = 0
         verdicts = verdict_store.load(folder, bucket) if folder else {}
         writer = verdict_store.PartWriter(folder, bucket, self._cache.run_id) if folder else None
         settled = {FRESH: 0, FROM_CACHE: 0, REHASHED: 0}
@@ -82,6 +92,8 @@ class ValidateBucketFn(counters.CountingDoFn):
         if writer is not None:
             verdict_store.remove_others(folder, bucket, keep=writer.close())
             phases.reached(phases.VERDICTS_COMMITTED)
+        settled[NOT_SPILLED] = self._not_spilled
+        self._how[NOT_SPILLED].inc(self._not_spilled)
         for how, n in sorted(settled.items()):
             if n:
                 yield beam.pvalue.TaggedOutput(CACHE_TAG, (how, n))
@@ -110,19 +122,27 @@ class ValidateBucketFn(counters.CountingDoFn):
                 return restored(cached, ref, cache.committed_run), REHASHED, dataclasses.replace(
                     cached, image_version=versions[0], mask_version=versions[1])
         checked = pairs.checked_bytes(ref, self._spec, image, mask)
-        result = checked if isinstance(checked, Rejection) else _spilled(checked, mask, self._spec, writer)
+        if isinstance(checked, Rejection):
+            result = checked
+        else:
+            result, refused = _spilled(checked, mask, self._spec, writer, self._room)
+            self._not_spilled += refused
         if digests is None:              # a valid pair carries the digests validation took; hash only a rejected one
             digests = ((result.image_sha256, result.mask_sha256) if isinstance(result, ValidPair)
                        else _digests(image, mask))
         return result, FRESH, verdict_of(ref, versions, digests, result)
 
 
-def _spilled(checked, mask: bytes, spec: CheckSpec, writer: verdict_store.PartWriter) -> ValidPair:
-    """The pair, with its stored bytes in the spill of the part its verdict goes to."""
+def _spilled(checked, mask: bytes, spec: CheckSpec, writer: verdict_store.PartWriter,
+             room: verdict_store.SpillRoom) -> Tuple[ValidPair, bool]:
+    """(the pair, with its stored bytes in the spill of the part its verdict goes to when ``room`` allows;
+    whether ``room`` refused them)."""
     stored = pairs.stored_files(checked, mask, spec)
     if stored is None:
-        return checked.pair
-    return dataclasses.replace(checked.pair, spill=writer.spill(*stored))
+        return checked.pair, False
+    if not room.allows(len(stored[0]) + len(stored[1])):
+        return checked.pair, True
+    return dataclasses.replace(checked.pair, spill=writer.spill(*stored)), False
 
 
 def _digests(image: bytes, mask: bytes):
@@ -159,21 +179,26 @@ class ValidatePairs(beam.PTransform):
 
     The pairs are grouped by verdict bucket, which spreads them over the workers, and each bucket is
     checked by one worker, with its part of the cache. ``settled``: ``(how, n)`` per bucket
-    (validated afresh, reused from the cache, reused after hashing the files)."""
+    (validated afresh, reused from the cache, reused after hashing the files, not spilled).
+    ``selected_count``: the number of selected pairs (one int), which ``--spill auto`` keeps room for."""
 
-    def __init__(self, spec: CheckSpec, cache: CacheSpec = CacheSpec(), shuffle: ShuffleSpec = ShuffleSpec()):
+    def __init__(self, spec: CheckSpec, cache: CacheSpec = CacheSpec(), shuffle: ShuffleSpec = ShuffleSpec(),
+                 selected_count=None):
         super().__init__()
         self._spec = spec
         self._cache = cache
         self._shuffle = shuffle
+        self._selected_count = selected_count
 
     def expand(self, refs):
+        side = {} if self._selected_count is None else {
+            "selected": beam.pvalue.AsSingleton(self._selected_count)}
         outputs = (refs
                    | "KeyByVerdictBucket" >> beam.Map(_bucket_of)
                    # (verdict bucket, PairRef)
                    | "GroupByVerdictBucket" >> GroupPackedByKey(self._shuffle)
                    # (verdict bucket, [PairRef, ...]): a bucket on one worker, the buckets over every worker
-                   | "CheckPairs" >> beam.ParDo(ValidateBucketFn(self._spec, self._cache)).with_outputs(
+                   | "CheckPairs" >> beam.ParDo(ValidateBucketFn(self._spec, self._cache), **side).with_outputs(
                        REJECTED_TAG, CACHE_TAG, main="valid"))
         # ValidPair | rejected Outcome | (how, n)
         return outputs.valid, outputs[REJECTED_TAG], outputs[CACHE_TAG]

@@ -94,6 +94,7 @@ def test_a_run_after_adding_pairs_validates_only_them_and_equals_a_full_run(incr
     # every pair of D came from the cache but those whose files cannot be kept; Δ was validated
     assert second["validated"] == delta + uncacheable(full)
     assert second["from_cache"] == selected(full) - second["validated"] and second["rehashed"] == 0
+    assert first["not_spilled"] == second["not_spilled"] == 0          # --spill auto, on a roomy disk
 
 
 def test_the_summary_and_the_report_show_the_lineage(incremental, corpus):

@@ -168,3 +168,24 @@ def test_a_spill_is_live_only_when_a_run_after_the_last_commit_wrote_it():
     assert spill.matches(killed, b"i", b"m")
     assert not spill.matches(killed, b"i", b"M") and not spill.matches(killed, b"i", b"mx")
     assert not spill.matches(killed, b"im", b"")
+
+
+def test_the_shard_reserve_is_every_selected_pair_at_the_mean_entry_size_and_a_margin():
+    from beam_pipeline.core import spill
+    margin = 16 * 2 ** 20
+    assert spill.shard_reserve(1000, 0, 0) == margin                         # nothing seen yet
+    assert spill.shard_reserve(0, 10, 2_000_000) == margin                   # the shards are on another disk
+    # 1000 pairs at a mean of 200,000 bytes, 5 % more for the records' own bytes: 210,000,000
+    assert spill.shard_reserve(1000, 10, 2_000_000) == 210_000_000 + margin
+    assert spill.room_for_entry(300, 100, 200) and not spill.room_for_entry(299, 100, 200)
+
+
+def test_spill_room_modes(tmp_path):
+    never = verdict_store.SpillRoom("never", str(tmp_path), str(tmp_path), 10)
+    always = verdict_store.SpillRoom("always", str(tmp_path), str(tmp_path), 10 ** 12)
+    roomy = verdict_store.SpillRoom("auto", str(tmp_path / "not yet made"), str(tmp_path), 10)
+    full = verdict_store.SpillRoom("auto", str(tmp_path), str(tmp_path), 10 ** 12)      # an exabyte of shards
+    remote = verdict_store.SpillRoom("auto", "gs://bucket/cache/fp", str(tmp_path), 10 ** 12)
+    assert [never.allows(100), always.allows(100), roomy.allows(100), remote.allows(100)] == [False, True, True, True]
+    assert not full.allows(100)         # the first entry already says 10 ** 12 pairs of 105 bytes will not fit
+    assert not full.allows(1)           # and once refused, never again in this process
