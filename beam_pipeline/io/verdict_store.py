@@ -140,6 +140,8 @@ class SpillRoom:
         self._mode = mode
         self._folder = cache_folder
         self._checked = (mode == "auto" and bool(cache_folder) and not paths.split_scheme(cache_folder)[0])
+        # The folder whose disk is asked, found once: the cache's nearest existing folder is on the cache's disk.
+        self._disk = _existing(cache_folder) if self._checked else None
         self._selected = selected_pairs if self._checked and shards_folder and _same_disk(
             cache_folder, shards_folder) else 0
         self._entries = self._entry_bytes = 0
@@ -155,7 +157,7 @@ class SpillRoom:
                 return False
             if not self._checked:
                 return True
-            free = _free_bytes(self._folder)
+            free = _free_bytes(self._disk)
             reserve = spill.shard_reserve(self._selected, self._entries, self._entry_bytes)
             if free is None or spill.room_for_entry(free, size, reserve):
                 return True
@@ -199,9 +201,9 @@ def _same_disk(one: str, other: str) -> bool:
 
 
 def _free_bytes(folder: str) -> Optional[int]:
-    """Bytes free to this user on the disk of ``folder``, or None when the system cannot say."""
+    """Bytes free to this user on the disk of ``folder`` (one that exists), or None when the system cannot say."""
     try:
-        info = os.statvfs(_existing(folder))
+        info = os.statvfs(folder)
     except OSError:
         return None
     return info.f_bavail * info.f_frsize
