@@ -158,6 +158,64 @@ def frame_record(record: bytes) -> bytes:
     return length + struct.pack("<I", _masked_crc(length)) + record + struct.pack("<I", _masked_crc(record))
 
 
+def _read_varint(data, at: int):
+    value = shift = 0
+    while True:
+        byte = data[at]
+        at += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, at
+        shift += 7
+
+
+def _fields(data):
+    """(field number, wire type, value) of a message's fields: a length-delimited value as a memoryview (no copy),
+    a varint as an int; fixed-width values as memoryviews."""
+    data = memoryview(data)
+    at = 0
+    while at < len(data):
+        tag, at = _read_varint(data, at)
+        number, wire = tag >> 3, tag & 7
+        if wire == 0:
+            value, at = _read_varint(data, at)
+        elif wire == 2:
+            length, at = _read_varint(data, at)
+            value, at = data[at:at + length], at + length
+        elif wire in (1, 5):
+            width = 8 if wire == 1 else 4
+            value, at = data[at:at + width], at + width
+        else:
+            raise ValueError(f"unsupported protobuf wire type {wire}")
+        yield number, wire, value
+
+
+def example_bytes_values(record, names: Sequence[str]) -> Dict[str, memoryview]:
+    """The first value of each bytes feature of ``names`` in a serialized ``tf.train.Example`` (those present),
+    as views into ``record``: how the writer takes the image and the mask back out of a spilled record."""
+    wanted = set(names)
+    found: Dict[str, memoryview] = {}
+    for number, _, features in _fields(record):                     # Example.features
+        if number != 1:
+            continue
+        for entry_number, _, entry in _fields(features):            # Features.feature (a map entry)
+            if entry_number != 1:
+                continue
+            key = value = None
+            for field, _, item in _fields(entry):
+                if field == 1:
+                    key = bytes(item).decode("utf-8")
+                elif field == 2:
+                    value = item
+            if key in wanted and value is not None:
+                for kind, _, listed in _fields(value):              # Feature.bytes_list
+                    if kind == 1:
+                        first = next((v for n, _, v in _fields(listed) if n == 1), None)
+                        if first is not None:
+                            found[key] = first
+    return found
+
+
 def pair_example(pair, image: bytes, mask: bytes = b"") -> bytes:
     """The serialized ``tf.train.Example`` of a ValidPair and the bytes to store."""
     return b"".join(pair_example_pieces(pair, image, mask))

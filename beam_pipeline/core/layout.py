@@ -30,6 +30,7 @@ CACHE_DIR = "cache"                         # the verdict cache by default (--ca
 # Inside a version folder (paths relative to it):
 STATS = "stats.json"
 TRANSFORM_DIR = "transform"                 # tf.Transform: transform_fn/, transformed_metadata/, metadata/
+ADOPTED_DIR = "resumed"        # <version>/resumed/: shards a re-run adopted from a killed run's spill (stages/adopt.py)
 RAW_METADATA_DIR = "metadata"               # inside TRANSFORM_DIR: the raw feature schema
 REJECTS_PREFIX = "rejects/rejects"          # + -00000-of-00001.jsonl
 CLASS_INDEX_PREFIX = "class_index/class_index"

@@ -4,6 +4,7 @@ from collections import defaultdict
 from typing import Dict, Iterable, List, Optional, Tuple
 
 from beam_pipeline.core import features, mask_report
+from beam_pipeline.core.layout import ADOPTED_DIR
 from beam_pipeline.core.balance import class_repeat_factors, presence_counts
 from beam_pipeline.core.repeat_weights import weight_of
 from beam_pipeline.core.records import DUPLICATE, FILTERED, REJECTED
@@ -201,12 +202,15 @@ def lineage_summary(settled: Dict[str, int], cache_folder: Optional[str], shards
     their files' versions, ``rehashed``: from the cache after their bytes were hashed; ``not_spilled``: of
     those validated afresh, how many the writer read again, their bytes not kept by ``--spill``) and the
     cache it used (docs/cache.md); which records it wrote into its own shards (``version``), kept from earlier runs'
-    shards, deleted and compacted (``settled``'s ``kept``, ``deleted``, ``compacted``: stages/reuse.py), the
+    shards, deleted and compacted (``settled``'s ``kept``, ``deleted``, ``compacted``: stages/reuse.py), adopted
+    from a killed run's spill files without a copy (``adopted``, in shards under ``<version>/resumed/``,
+    ``bytes_adopted``: stages/adopt.py), the
     runs whose shards it keeps, the bytes it wrote, and why nothing was kept when nothing was (``rewritten``;
     docs/incremental.md). The launcher adds ``parent_run_id``, the version the output held before."""
     shards = list(shards)
-    own = [s for s in shards if not version or s["path"].startswith(version + "/")]
-    reused = sorted({s["path"].split("/")[1] for s in shards if s not in own})
+    adopted = [s for s in shards if version and s["path"].startswith(f"{version}/{ADOPTED_DIR}/")]
+    own = [s for s in shards if (not version or s["path"].startswith(version + "/")) and s not in adopted]
+    reused = sorted({s["path"].split("/")[1] for s in shards if s not in own and s not in adopted})
     return {
         "validated": settled.get("validated", 0),
         "from_cache": settled.get("from_cache", 0),
@@ -215,8 +219,10 @@ def lineage_summary(settled: Dict[str, int], cache_folder: Optional[str], shards
         "cache": None if cache_folder is None else {"folder": cache_folder,
                                                      "fingerprint": cache_folder.rstrip("/").rsplit("/", 1)[-1]},
         "records": {"written": sum(s["records"] for s in own), "kept": settled.get("kept", 0),
-                    "deleted": settled.get("deleted", 0), "compacted": settled.get("compacted", 0)},
+                    "deleted": settled.get("deleted", 0), "compacted": settled.get("compacted", 0),
+                    "adopted": settled.get("adopted", 0)},
         "bytes_written": sum(s["bytes"] for s in own),
+        "bytes_adopted": sum(s["bytes"] for s in adopted),
         "reused_runs": reused,
         "rewritten": rewritten,
     }

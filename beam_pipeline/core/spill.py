@@ -1,35 +1,52 @@
-"""Validation's spill: the bytes a pair's record stores, kept from validation for the writer (docs/cache.md).
+"""Validation's spill: the records of the pairs validated afresh, kept from validation for the writer (docs/cache.md).
 
-When validation checks a pair afresh it holds both files' bytes. It appends the bytes the record
-stores (the image and the mask as stored: converted files converted, core/example.stored_files) to a
-spill file beside its verdicts part, and the pair carries a reference to them. The writer copies
-them from there instead of reading, hashing and converting the source files again.
+When validation checks a pair afresh it holds both files' bytes. It frames the pair's record (the TFRecord the
+writer writes for the pair's first copy: core/example.py, with the image and the mask as stored) into a spill
+file, and the pair carries a reference to it. The writer copies the record from there instead of reading,
+hashing and converting the source files again, and a re-run after a kill adopts whole spill files of the killed
+run as shards (stages/adopt.py) instead of copying them.
 
-A reference is ``(file, offset, image bytes, mask bytes, CRC32C of both)``: the entry is the image's
-bytes followed by the mask's, at ``offset`` in ``file``. An entry whose length or CRC32C does not
-match is not used: the writer reads the sources, as without a spill. Pure: no Beam, no TensorFlow.
+A reference is ``(file, offset, framed bytes, CRC32C of the framed record, CRC32C of the source id)``. An entry
+whose length or CRC32C does not match is not used: the writer reads the sources, as without a spill. The record
+names the pair's source id, so an entry is copied as it is only for the first copy (repeat copy 0) of a pair
+whose source id is the one it was written with; otherwise the writer takes the image and the mask out of it and
+encodes the record again. Pure: no Beam, no TensorFlow.
 """
 
-from typing import Optional, Tuple
+from typing import Iterable, Optional, Tuple
 
 import google_crc32c
 
-SpillRef = Tuple[str, int, int, int, int]       # (file, offset, image bytes, mask bytes, CRC32C)
+SpillRef = Tuple[str, int, int, int, int]       # (file, offset, framed bytes, CRC32C, CRC32C of the source id)
+SPILL_FILE_SUFFIX = ".tfrecord"                 # a local spill file of framed records, one per process and split
 
 
-def checksum(image: bytes, mask: bytes) -> int:
-    """The CRC32C of the entry ``image + mask``, without joining them."""
-    return google_crc32c.extend(google_crc32c.value(image), mask) if mask else google_crc32c.value(image)
+def checksum(pieces: Iterable[bytes]) -> int:
+    """The CRC32C of the pieces' concatenation, without joining them."""
+    crc = 0
+    for piece in pieces:
+        crc = google_crc32c.extend(crc, piece)
+    return crc
 
 
-def reference(path: str, offset: int, image: bytes, mask: bytes) -> SpillRef:
-    """Where the entry of ``image`` and ``mask`` written at ``offset`` of ``path`` is, with its check."""
-    return path, offset, len(image), len(mask), checksum(image, mask)
+def source_check(source_id: str) -> int:
+    return google_crc32c.value(source_id.encode("utf-8"))
 
 
-def matches(ref: SpillRef, image: bytes, mask: bytes) -> bool:
-    """Whether ``image`` and ``mask``, as read from the entry, are the bytes written there."""
-    return len(image) == ref[2] and len(mask) == ref[3] and checksum(image, mask) == ref[4]
+def reference(path: str, offset: int, framed: Iterable[bytes], source_id: str) -> SpillRef:
+    """Where the framed record of ``framed`` pieces written at ``offset`` of ``path`` is, with its checks."""
+    framed = list(framed)
+    return path, offset, sum(len(piece) for piece in framed), checksum(framed), source_check(source_id)
+
+
+def matches(ref: SpillRef, framed: bytes) -> bool:
+    """Whether ``framed``, as read from the entry, is the framed record written there."""
+    return len(framed) == ref[2] and checksum((framed,)) == ref[3]
+
+
+def verbatim(ref: SpillRef, copy: int, source_id: str) -> bool:
+    """Whether the entry is the very record to write for repeat copy ``copy`` of a pair of ``source_id``."""
+    return copy == 0 and ref[4] == source_check(source_id)
 
 
 def live(ref: SpillRef, committed_run: str) -> bool:
@@ -40,6 +57,40 @@ def live(ref: SpillRef, committed_run: str) -> bool:
         return True
     name = ref[0].rsplit("/", 1)[-1]
     return name[:len(committed_run)] > committed_run
+
+
+def adoptable(ref: SpillRef, run_id: str) -> bool:
+    """Whether the entry is in a local spill file of another run (one killed before its commit) that a re-run may
+    adopt as a shard (stages/adopt.py): per-part spills on object stores are copied instead."""
+    if not ref:
+        return False
+    path = ref[0]
+    name = path.rsplit("/", 1)[-1]
+    return "://" not in path and path.endswith(SPILL_FILE_SUFFIX) and not name.startswith(run_id + "-")
+
+
+# TFRecord framing, read back: a length (8 bytes) and its masked CRC (4), the record, the record's masked CRC (4).
+FRAME_HEADER = 12
+FRAME_FOOTER = 4
+
+
+def _masked(crc: int) -> int:
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def frame_length(header: bytes) -> Optional[int]:
+    """The record length a frame's 12-byte header gives, or None when it is cut off or its CRC does not match."""
+    if len(header) < FRAME_HEADER:
+        return None
+    length_bytes = header[:8]
+    if int.from_bytes(header[8:12], "little") != _masked(google_crc32c.value(length_bytes)):
+        return None
+    return int.from_bytes(length_bytes, "little")
+
+
+def record_of(framed) -> memoryview:
+    """The record a framed record holds (no copy)."""
+    return memoryview(framed)[FRAME_HEADER:len(framed) - FRAME_FOOTER]
 
 
 # --spill auto: how much free space a worker leaves on a disk that holds both the spill and the shards.

@@ -3,7 +3,8 @@
 Layout under the cache folder (``--cache_dir``, by default ``OUTPUT/cache``)::
 
     <fingerprint>/<bucket 0000..1023>/<run_id>-<writer>-<sequence>.verdicts
-    <fingerprint>/<bucket 0000..1023>/<run_id>-<writer>-<sequence>.records     (the part's spill)
+    <fingerprint>/<bucket 0000..1023>/<run_id>-<writer>-<sequence>.records     (the part's spill, gs:// and s3://)
+    <fingerprint>/spill/<run_id>-<process>-<split>-<sequence>.tfrecord        (a process's spill, local disks)
 
 A part is the framed, packed Verdicts (core/verdicts.py) one run wrote for one bucket. A writer
 commits a part every COMMIT_EVERY verdicts or COMMIT_SECONDS (a local part is written under a
@@ -15,13 +16,17 @@ everything but the run's own parts goes (:func:`collect_garbage`): the cache hol
 the pairs the last run selected, and nothing older (docs/cache.md). A part that cannot be read is
 skipped with a warning: its pairs are validated again.
 
-A part's spill (core/spill.py) holds the stored bytes of the pairs it validated afresh, for the
-writer of the same run or of the re-run after a kill. It is committed before its part, so a
-committed verdict's spill is whole, and it goes with everything else at the next commit.
+The spill (core/spill.py) holds the records of the pairs validated afresh, framed as the shards frame them, for
+the writer of the same run or of the re-run after a kill. On a local disk each worker process appends them to one
+file per split (:class:`ProcessSpill`), a new one every ``--target_shard_bytes``, and flushes it before each part
+commits, so a committed verdict's record is whole in a file that a re-run after a kill adopts as a shard
+(stages/adopt.py). On object stores, where an object appears only once it is closed, each part has a spill of its
+own, closed before the part is committed. Spills go with everything else at the next commit.
 """
 
 import logging
 import os
+import re
 import threading
 import time
 import uuid
@@ -30,14 +35,16 @@ from typing import Dict, Iterator, List, Optional, Tuple
 from apache_beam.io.filesystems import FileSystems
 
 from beam_pipeline.core import paths, spill
+from beam_pipeline.core.example import Pieces, frame_pieces, pair_example_pieces
 from beam_pipeline.core.failures import write_failed
-from beam_pipeline.core.records import frame_packed, pack, read_framed, unpack
+from beam_pipeline.core.records import ValidPair, frame_packed, pack, read_framed, unpack
 from beam_pipeline.core.verdicts import VERDICTS_PER_PART, Verdict, newest
 from beam_pipeline.io import files, ranges
 
 OWNER = "_owner.json"        # which output this cache belongs to (launcher/cache.py)
 SUFFIX = ".verdicts"
 SPILL_SUFFIX = ".records"
+SPILL_DIR = "spill"
 TEMP_PREFIX = ".tmp-"
 COMMIT_EVERY = VERDICTS_PER_PART
 COMMIT_SECONDS = 10.0
@@ -106,24 +113,24 @@ def collect_garbage(root: str, fingerprint: str, run_id: str) -> int:
 _GONE_SPILLS = set()          # spill files this process found missing or unreadable: not asked again
 
 
-def read_spilled(ref: spill.SpillRef) -> Optional[Tuple[bytes, bytes]]:
-    """(image, mask) as a spill entry holds them, or None when its file is gone (collected by a commit since),
-    cannot be read or does not hold the entry written (checked by CRC32C): then the writer reads the sources.
-    A file found gone is not asked for again by this process."""
+def read_spilled(ref: spill.SpillRef) -> Optional[bytes]:
+    """The framed record a spill entry holds, or None when its file is gone (collected by a commit since), cannot
+    be read or does not hold the entry written (checked by CRC32C): then the writer reads the sources. A file
+    found gone is not asked for again by this process."""
     path, offset = ref[0], ref[1]
     if path in _GONE_SPILLS:
         return None
     try:
-        image, mask = ranges.read_ranges(path, offset, (ref[2], ref[3]))
+        (framed,) = ranges.read_ranges(path, offset, (ref[2],))
     except Exception as error:  # noqa: BLE001 - a spill is only a shortcut: any failure means the sources
         _GONE_SPILLS.add(path)
         _LOG.info("validation's spill %s cannot be read (%s): its pairs are read from their files", path, error)
         return None
-    if not spill.matches(ref, image, mask):
-        _LOG.warning("validation's spill %s does not hold the bytes written at offset %d: the pair is read from "
+    if not spill.matches(ref, framed):
+        _LOG.warning("validation's spill %s does not hold the record written at offset %d: the pair is read from "
                      "its files", path, offset)
         return None
-    return image, mask
+    return framed
 
 
 class SpillRoom:
@@ -209,12 +216,88 @@ def _free_bytes(folder: str) -> Optional[int]:
     return info.f_bavail * info.f_frsize
 
 
+class ProcessSpill:
+    """This process's local spill files for one run: one open file per split, a new one once a file holds
+    ``file_bytes``; entries are appended whole under a lock, so a file is a sequence of framed records.
+    :meth:`flush` makes every entry appended so far readable by other processes (and whole after a kill)."""
+
+    def __init__(self, folder: str, run_id: str, file_bytes: int):
+        self._folder = paths.join(folder, SPILL_DIR)
+        self._prefix = f"{run_id}-{uuid.uuid4().hex[:8]}"
+        self._file_bytes = file_bytes
+        self._open: Dict[str, list] = {}             # split -> [handle, path, bytes so far]
+        self._sequence = 0
+        self._lock = threading.Lock()
+
+    def append(self, split: str, framed: Pieces, source_id: str) -> spill.SpillRef:
+        with self._lock:
+            entry = self._open.get(split)
+            if entry is None or entry[2] >= self._file_bytes:
+                if entry is not None:
+                    self._close(entry)
+                entry = self._open[split] = self._new_file(split)
+            handle, path, offset = entry
+            try:
+                for piece in framed:
+                    handle.write(piece)
+            except OSError as error:
+                raise write_failed(path, error) from error
+            ref = spill.reference(path, offset, framed, source_id)
+            entry[2] += ref[2]
+            return ref
+
+    def flush(self) -> None:
+        with self._lock:
+            for handle, path, _ in self._open.values():
+                try:
+                    handle.flush()
+                except OSError as error:
+                    raise write_failed(path, error) from error
+
+    def _new_file(self, split: str) -> list:
+        name = f"{self._prefix}-{re.sub(r'[^A-Za-z0-9_.]', '_', split)}-{self._sequence:05d}{spill.SPILL_FILE_SUFFIX}"
+        self._sequence += 1
+        path = paths.join(self._folder, name)
+        try:
+            os.makedirs(self._folder, exist_ok=True)
+            return [open(path, "wb"), path, 0]
+        except OSError as error:
+            raise write_failed(path, error) from error
+
+    @staticmethod
+    def _close(entry: list) -> None:
+        try:
+            entry[0].close()
+        except OSError as error:
+            raise write_failed(entry[1], error) from error
+
+
+_PROCESS_SPILLS: Dict[Tuple[str, str], ProcessSpill] = {}
+
+
+def process_spill(folder: str, run_id: str, file_bytes: int) -> ProcessSpill:
+    """This process's ProcessSpill for the run ``run_id`` in the cache folder ``folder``."""
+    with _ROOMS_LOCK:
+        key = (folder, run_id)
+        found = _PROCESS_SPILLS.get(key)
+        if found is None:
+            found = _PROCESS_SPILLS[key] = ProcessSpill(folder, run_id, file_bytes)
+        return found
+
+
+DEFAULT_SPILL_FILE_BYTES = 128 * 1024 * 1024
+
+
 class PartWriter:
     """The verdicts one run writes for one bucket, in parts committed as they fill; ``close`` commits the last
-    and returns every part it committed. :meth:`spill` keeps a pair's stored bytes in the open part's spill."""
+    and returns every part it committed. :meth:`spill` keeps a pair's record in the spill: the process's local
+    spill files (:class:`ProcessSpill`, flushed before each part commits), or on object stores the open part's."""
 
-    def __init__(self, folder: str, bucket: int, run_id: str, clock=time.monotonic):
+    def __init__(self, folder: str, bucket: int, run_id: str, clock=time.monotonic,
+                 spill_file_bytes: int = DEFAULT_SPILL_FILE_BYTES):
         self._folder = bucket_folder(folder, bucket)
+        self._process_spill = None
+        self._spill_args = (folder, run_id, spill_file_bytes)
         self._prefix = f"{run_id}-{uuid.uuid4().hex[:8]}"
         self._clock = clock
         self._local = not paths.split_scheme(folder)[0]
@@ -228,27 +311,31 @@ class PartWriter:
         self._spilled = 0                    # bytes in it so far: the next entry's offset
         self.committed: List[str] = []
 
-    def spill(self, image: bytes, mask: bytes) -> spill.SpillRef:
-        """Append the stored bytes of a pair whose verdict is added next; where they are."""
+    def spill(self, pair: ValidPair, image: bytes, mask: bytes) -> spill.SpillRef:
+        """Append the record of ``pair`` (its first copy), storing ``image`` and ``mask``, whose verdict is added
+        next; where it is."""
+        framed = frame_pieces(pair_example_pieces(pair, image, mask))
+        if self._local:
+            if self._process_spill is None:
+                self._process_spill = process_spill(*self._spill_args)
+            return self._process_spill.append(pair.ref.split or "", framed, pair.ref.source_id)
         if self._handle is None:
             self._open()
         if self._spill is None:
             path = self._path[:-len(SUFFIX)] + SPILL_SUFFIX
-            temporary = self._temporary[:-len(SUFFIX)] + SPILL_SUFFIX
             try:
-                self._spill = (FileSystems.create(temporary, compression_type="uncompressed"), path, temporary)
+                self._spill = (FileSystems.create(path, compression_type="uncompressed"), path, path)
             except OSError as error:
                 raise write_failed(path, error) from error
             self._spilled = 0
         handle, path, _ = self._spill
         try:
-            handle.write(image)
-            if mask:
-                handle.write(mask)
+            for piece in framed:
+                handle.write(piece)
         except OSError as error:
             raise write_failed(path, error) from error
-        ref = spill.reference(path, self._spilled, image, mask)
-        self._spilled += len(image) + len(mask)
+        ref = spill.reference(path, self._spilled, framed, pair.ref.source_id)
+        self._spilled += ref[2]
         return ref
 
     def add(self, verdict: Verdict) -> None:
@@ -281,12 +368,12 @@ class PartWriter:
         self._count, self._opened = 0, self._clock()
 
     def _commit(self) -> None:
-        if self._spill is not None:          # the spill first: a committed part's spill is whole
-            (spilled, path, temporary), self._spill = self._spill, None
+        if self._process_spill is not None:  # the spill first: a committed part's records are whole
+            self._process_spill.flush()
+        if self._spill is not None:
+            (spilled, path, _), self._spill = self._spill, None
             try:
                 spilled.close()
-                if self._local:
-                    os.replace(temporary, path)
             except OSError as error:
                 raise write_failed(path, error) from error
         handle, self._handle = self._handle, None

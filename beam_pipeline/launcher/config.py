@@ -15,9 +15,9 @@ from beam_pipeline.core.filter_expr import FilterExpression, parse_filter
 from beam_pipeline.core.gates import DEFAULT_MAX_REJECT_FRACTION
 from beam_pipeline.core.selection import SplitSpec, parse_split
 from beam_pipeline.core.verdicts import fingerprint
-from beam_pipeline.core.versions import ParentSpec, parent_shards, record_layout, reuse_refusal
+from beam_pipeline.core.versions import COMPACT_ALL, ParentSpec, parent_shards, record_layout, reuse_refusal
 from beam_pipeline.launcher.options import CorpusOptions, CorpusOptionsError, csv_list
-from beam_pipeline.stages.specs import (CLASS_FOLDERS, LISTING, PAIRED, BalanceSpec, CacheSpec, CheckSpec,
+from beam_pipeline.stages.specs import (CLASS_FOLDERS, LISTING, PAIRED, AdoptSpec, BalanceSpec, CacheSpec, CheckSpec,
                                         DiscoverSpec, PublishSpec, SelectSpec, StatsSpec, WriteSpec)
 
 LISTING_SUFFIXES = (".csv", ".jsonl", ".json", ".parquet")
@@ -120,7 +120,8 @@ class CorpusConfig:
         # Every check option, --max_file_bytes too: a reused verdict's files are not read, so not measured.
         folder = paths.join(self.cache_root, fingerprint(dataclasses.asdict(self.check_spec()), versions))
         return CacheSpec(folder=folder, run_id=run_id, revalidate=self.revalidate, audit=self.cache_audit,
-                         committed_run=committed_run, spill=self.spill, shards_folder=self.output)
+                         committed_run=committed_run, spill=self.spill, shards_folder=self.output,
+                         spill_file_bytes=self.target_shard_bytes)
 
     def record_layout(self, versions: dict) -> str:
         """What the written records' bytes and groups depend on beyond the pairs (core/versions.record_layout)."""
@@ -145,6 +146,15 @@ class CorpusConfig:
     def write_spec(self, data_dir: str) -> WriteSpec:
         return WriteSpec(data_dir=data_dir, check=self.check_spec(), target_shard_bytes=self.target_shard_bytes,
                          version=layout.version_entry(data_dir))
+
+    def adopt_spec(self, data_dir: str, cache: CacheSpec) -> AdoptSpec:
+        """Whether this run adopts a killed run's spill files as shards (stages/adopt.py): only with the cache and
+        the output on local disks (a hard link moves no byte), and never with --compact all (written afresh)."""
+        local = (cache.folder is not None and not paths.split_scheme(cache.folder)[0]
+                 and not paths.split_scheme(data_dir)[0])
+        return AdoptSpec(data_dir=data_dir, version=layout.version_entry(data_dir), run_id=cache.run_id,
+                         num_classes=self.num_classes, balance=self.balance, compact=self.compact,
+                         enabled=local and self.compact != COMPACT_ALL)
 
     def publish_spec(self, data_dir: str, cache: CacheSpec = CacheSpec(), record_layout_digest: str = "",
                      rewritten: Optional[str] = None) -> PublishSpec:

@@ -18,6 +18,7 @@ from beam_pipeline.launcher.cache import claim_cache, collect_cache
 from beam_pipeline.launcher.commit import OutputRun
 from beam_pipeline.launcher.config import CorpusConfig
 from beam_pipeline.launcher.options import CorpusOptionsError
+from beam_pipeline.stages.adopt import AdoptKilledSpill
 from beam_pipeline.stages.balance_split import BalanceTrainSplit
 from beam_pipeline.stages.counters import SHUFFLE, counter_total
 from beam_pipeline.stages.discover import ReadCorpus
@@ -116,17 +117,24 @@ def build_pipeline(p: beam.Pipeline, config: CorpusConfig, split_spec: SplitSpec
         to_write = balanced
         kept = p | "NoKeptShards" >> beam.Create([])
         version_counts = p | "NoVersionCounts" >> beam.Create([])
+    if cache.folder is not None:
+        to_write, adopted, adopted_counts = to_write | "AdoptKilledSpill" >> AdoptKilledSpill(
+            config.adopt_spec(data_dir, cache), refusals, shuffle)
+        # ValidPair to write | ShardInfo of a killed run's spill file adopted as a shard | ("adopted", n)
+    else:
+        adopted = p | "NoAdoptedShards" >> beam.Create([])
+        adopted_counts = p | "NoAdoptedCounts" >> beam.Create([])
     written, changed = to_write | "WriteShards" >> WriteShards(config.write_spec(data_dir), refusals, shuffle)
     # ShardInfo (its keys file and class index part written beside it) | rejected Outcome (changed since validation)
-    shards = (written, kept) | "AllShards" >> beam.Flatten()
+    shards = (written, kept, adopted) | "AllShards" >> beam.Flatten()
     # ShardInfo of every shard of the version: this run's and the parent's it keeps
     outcomes = ((unpaired, dropped, invalid, duplicates, changed)
                 | "MergeOutcomes" >> beam.Flatten())
     # Outcome: everything discovered and not written, but the inputs filtered out (counted in ``filtered``)
     real_stats = stats | "DropEmptyStats" >> beam.Filter(bool)
-    lineage = ((settled, version_counts) | "SettledAndVersioned" >> beam.Flatten()
+    lineage = ((settled, version_counts, adopted_counts) | "SettledAndVersioned" >> beam.Flatten()
                | "CountLineage" >> beam.CombinePerKey(sum))
-    # (how, n) for the whole run: validated, from the cache, rehashed; records kept, deleted, compacted
+    # (how, n) for the whole run: validated, from the cache, rehashed; records kept, deleted, compacted, adopted
     publish = config.publish_spec(data_dir, cache, config.record_layout(versions), rewritten)
     return ((shards, outcomes, filtered, discovered, real_stats, transform_written, refusals, lineage)
             | "PublishOutputs" >> PublishOutputs(publish, options, versions))

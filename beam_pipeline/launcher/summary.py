@@ -116,6 +116,9 @@ def lineage_line(lineage, unit: str = "pairs") -> str:
             line += f", {records['compacted']:,} compacted" if records["compacted"] else ""
         elif lineage.get("parent_run_id"):
             line += f": all written again ({lineage['rewritten']})"
+        if records.get("adopted"):
+            line += (f"; {records['adopted']:,} adopted from the killed run's spill without a copy "
+                     f"({lineage.get('bytes_adopted', 0) / 1e6:,.1f} MB)")
         text += line
     return text
 

@@ -10,9 +10,10 @@ import dataclasses
 import hashlib
 from typing import Iterable, Iterator, List, Optional, Tuple, Union
 
-from beam_pipeline.core import paths, reasons, selection
+from beam_pipeline.core import features, paths, reasons, selection, spill
 from beam_pipeline.core.checks import Rejection
-from beam_pipeline.core.example import Pieces, pair_example_pieces, pair_record_pieces
+from beam_pipeline.core.example import (Pieces, example_bytes_values, frame_pieces, pair_example_pieces,
+                                         pair_record_pieces)
 from beam_pipeline.core.masks import stored_mask
 from beam_pipeline.core.hashing import stable_hash
 from beam_pipeline.core.pairing import pair_by_mask_path
@@ -244,18 +245,35 @@ def record(pair: ValidPair, spec: CheckSpec) -> Union[bytes, Rejection]:
 
 
 def record_pieces(pair: ValidPair, spec: CheckSpec) -> Union[Pieces, Rejection]:
-    """The serialized example, as pieces (core/example.py): from validation's spill when the pair has one (core/spill.py), else from
-    both files read again and checked against their digests.
+    """The serialized example, as pieces (core/example.py): from validation's spill when the pair has one
+    (core/spill.py), else from both files read again and checked against their digests.
 
     Read from the sources, files that validation converted (to RGB PNG, or 8-bit grey PNG) are
-    converted again, without running the checks (core.example.pair_record). The spill holds them as
-    stored, so the record's bytes are the same either way. A spill that is gone or damaged
+    converted again, without running the checks (core.example.pair_record). The spill holds the record
+    itself, so the record's bytes are the same either way. A spill that is gone or damaged
     (io/verdict_store.read_spilled) sends the writer to the sources.
     """
-    if pair.spill:
-        spilled = verdict_store.read_spilled(pair.spill)
-        if spilled is not None:
-            return pair_example_pieces(pair, *spilled)
+    framed = _spilled(pair)
+    if framed is not None:
+        return spilled_record_pieces(pair, framed)
+    return _record_from_sources(pair, spec)
+
+
+def framed_record_pieces(pair: ValidPair, spec: CheckSpec) -> Union[Pieces, Rejection]:
+    """:func:`record_pieces` framed as a TFRecord (core/example.frame_pieces): what the shard writer writes. A
+    spilled record that is the very record to write is its spill entry as read, neither copied nor framed again."""
+    framed = _spilled(pair)
+    if framed is not None and spill.verbatim(pair.spill, pair.copy, pair.ref.source_id):
+        return [framed]
+    pieces = spilled_record_pieces(pair, framed) if framed is not None else _record_from_sources(pair, spec)
+    return pieces if isinstance(pieces, Rejection) else frame_pieces(pieces)
+
+
+def _spilled(pair: ValidPair) -> Optional[bytes]:
+    return verdict_store.read_spilled(pair.spill) if pair.spill else None
+
+
+def _record_from_sources(pair: ValidPair, spec: CheckSpec) -> Union[Pieces, Rejection]:
     image = _read_verified(pair.ref.image, pair.image_sha256, "image", spec.max_file_bytes,
                            0 if pair.image_converted else pair.image_stored_bytes)
     if isinstance(image, Rejection) or spec.task == "classification":
@@ -263,6 +281,17 @@ def record_pieces(pair: ValidPair, spec: CheckSpec) -> Union[Pieces, Rejection]:
     mask = _read_verified(pair.ref.mask, pair.mask_sha256, "mask", spec.max_file_bytes,
                           0 if pair.mask_converted else pair.mask_stored_bytes)
     return mask if isinstance(mask, Rejection) else pair_record_pieces(pair, image, mask, spec.limits)
+
+
+def spilled_record_pieces(pair: ValidPair, framed: bytes) -> Pieces:
+    """The record of ``pair`` from the framed record validation spilled: that record itself for the pair's first
+    copy under the same source id, else encoded again around the image and mask it stores (core/spill.py)."""
+    record = spill.record_of(framed)
+    if spill.verbatim(pair.spill, pair.copy, pair.ref.source_id):
+        return [bytes(record)]
+    stored = example_bytes_values(record, (features.IMAGE_ENCODED, features.MASK_ENCODED))
+    return pair_example_pieces(pair, bytes(stored[features.IMAGE_ENCODED]),
+                               bytes(stored.get(features.MASK_ENCODED, b"")))
 
 
 def _read_verified(path: str, expected_sha256: str, what: str, max_file_bytes: int,

@@ -72,6 +72,7 @@ class CacheSpec:
     committed_run: str = ""                  # the last run to commit: its spill, and older ones, are collected
     spill: str = "auto"                      # --spill: auto | always | never (io/verdict_store.SpillRoom)
     shards_folder: Optional[str] = None      # where the shards go: --spill auto keeps room for them there
+    spill_file_bytes: int = 128 * 1024 * 1024   # a local spill file's size before the next (--target_shard_bytes)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,3 +127,15 @@ class PublishSpec:
     version: str = ""                        # data_dir as manifests name it (runs/<run_id>): see core/layout.py
     record_layout: str = ""                  # what the records' bytes depend on (core/versions.record_layout)
     rewritten: Optional[str] = None          # why no parent record is kept (None: the parent's are kept)
+
+
+@dataclasses.dataclass(frozen=True)
+class AdoptSpec:
+    """Whether and where a re-run adopts a killed run's spill files (AdoptKilledSpill)."""
+    data_dir: str                            # the run's version folder (local)
+    version: str                             # that folder as manifests name it (runs/<run_id>)
+    run_id: str
+    num_classes: int
+    balance: str = "none"
+    compact: str = "auto"                     # --compact: never adopts with all
+    enabled: bool = True                     # the cache and the output on a local disk, and not --compact all

@@ -3,8 +3,8 @@
 ValidatePairs reads both files of every pair (bounded by --max_file_bytes),
 decodes them fully and checks them (beam_pipeline/stages/pairs.py, core/checks.py),
 unless the verdict cache holds the pair's verdict (core/verdicts.py, docs/cache.md).
-A pair validated afresh leaves the bytes its record stores in the cache's spill
-(core/spill.py), where the shard writer takes them.
+A pair validated afresh leaves its record in the cache's spill (core/spill.py), where the
+shard writer takes it, and where a re-run after a kill adopts it (stages/adopt.py).
 Input: PairRef. Output: ValidPair (main), rejected Outcome (``rejected``), each
 reason counted by a Beam counter ``ValidatePairs:rejected_<reason>``, and how
 many pairs were validated afresh or taken from the cache (``cache``).
@@ -73,7 +73,8 @@ class ValidateBucketFn(counters.CountingDoFn):
                                                   self._cache.shards_folder, selected)
         self._not_spilled = 0
         verdicts = verdict_store.load(folder, bucket) if folder else {}
-        writer = verdict_store.PartWriter(folder, bucket, self._cache.run_id) if folder else None
+        writer = (verdict_store.PartWriter(folder, bucket, self._cache.run_id,
+                                            spill_file_bytes=self._cache.spill_file_bytes) if folder else None)
         settled = {FRESH: 0, FROM_CACHE: 0, REHASHED: 0}
         for ref in refs:
             phases.reached(phases.VALIDATE)
@@ -142,7 +143,7 @@ def _spilled(checked, mask: bytes, spec: CheckSpec, writer: verdict_store.PartWr
         return checked.pair, False
     if not room.allows(len(stored[0]) + len(stored[1])):
         return checked.pair, True
-    return dataclasses.replace(checked.pair, spill=writer.spill(*stored)), False
+    return dataclasses.replace(checked.pair, spill=writer.spill(checked.pair, *stored)), False
 
 
 def _digests(image: bytes, mask: bytes):

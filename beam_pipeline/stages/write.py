@@ -10,7 +10,7 @@ Only metadata is shuffled. Examples fall into hash buckets; the byte total of
 every (bucket, copy) is packed onto shards (core/sharding.py), keeping the
 copies of one image on different shards. The writer copies each pair's bytes
 from validation's spill, or reads its files again and checks them against the
-SHA-256 taken at validation (pairs.record_pieces), and writes the records itself (one file per shard, no grouping of record bytes) straight
+SHA-256 taken at validation (pairs.framed_record_pieces), and writes the records itself (one file per shard, no grouping of record bytes) straight
 into the run's version folder (``runs/<run_id>/``, core/layout.py): nothing is
 renamed afterwards (a rename is a copy on object stores), and no reader looks
 there until the launcher commits the version by writing manifest.json. A write
@@ -30,7 +30,6 @@ from beam_pipeline import phases
 from beam_pipeline.core import layout, paths
 from beam_pipeline.core.repeat_weights import weight_units
 from beam_pipeline.core.checks import Rejection
-from beam_pipeline.core.example import frame_pieces
 from beam_pipeline.core.failures import write_failed
 from beam_pipeline.core.progress import PAIRS_WRITTEN, RECORDS_WRITTEN, REJECTED_PREFIX
 from beam_pipeline.core.records import REJECTED, ClassTally, Outcome, ShardInfo, ValidPair
@@ -120,7 +119,7 @@ class WriteShardFn(counters.CountingDoFn):
                         pair.ref, REJECTED, record.reason, record.detail))
                     continue
                 framed_bytes = 0                        # the framed record's size
-                for piece in frame_pieces(record):     # the image's and mask's bytes as read, never copied
+                for piece in record:                   # framed; the image's and mask's bytes as read, never copied
                     handle.write(piece)
                     digest.update(piece)
                     framed_bytes += len(piece)
@@ -162,7 +161,7 @@ class WriteShardFn(counters.CountingDoFn):
         pending = collections.deque()
         with concurrent.futures.ThreadPoolExecutor(max_workers=READ_THREADS) as pool:
             for pair in ordered:
-                pending.append((pair, pool.submit(pairs.record_pieces, pair, self._spec.check)))
+                pending.append((pair, pool.submit(pairs.framed_record_pieces, pair, self._spec.check)))
                 if len(pending) >= READ_AHEAD:
                     done, future = pending.popleft()
                     yield done, future.result()

@@ -136,8 +136,10 @@ def _spilled(tmp_path, image: Image.Image, mask: Image.Image, run_id="20261204T0
     image_bytes, mask_bytes = pairs.read_files(ref, SPEC)
     checked = pairs.checked_bytes(ref, SPEC, image_bytes, mask_bytes)
     writer = verdict_store.PartWriter(str(tmp_path / "cache"), 3, run_id)
-    writer.spill(b"another pair's bytes before it", b"")
-    pair = dataclasses.replace(checked.pair, spill=writer.spill(*pairs.stored_files(checked, mask_bytes, SPEC)))
+    other = dataclasses.replace(checked.pair, ref=dataclasses.replace(ref, key="b", source_id="b.png"))
+    writer.spill(other, b"another pair's bytes before it", b"")
+    pair = dataclasses.replace(checked.pair, spill=writer.spill(checked.pair, *pairs.stored_files(checked, mask_bytes,
+                                                                                                   SPEC)))
     writer.add(Verdict(key="a", label=None, image_version=None, mask_version=None, image_sha256="",
                        mask_sha256="", valid=b"v"))
     writer.close()
@@ -153,8 +155,14 @@ def test_a_spilled_pair_is_written_from_the_spill_with_the_bytes_the_sources_giv
     from_sources = pairs.record(dataclasses.replace(pair, spill=()), SPEC)
     assert isinstance(from_sources, bytes)
     assert pairs.record(pair, SPEC) == from_sources
+    # a repeat copy, and the same pair under another source id, are encoded again around the spilled bytes
+    copy = dataclasses.replace(pair, copy=2)
+    moved = dataclasses.replace(pair, ref=dataclasses.replace(pair.ref, source_id="sub/a.png"))
+    expected = [pairs.record(dataclasses.replace(p, spill=()), SPEC) for p in (copy, moved)]
+    assert expected[0] != from_sources and expected[1] != from_sources
     (tmp_path / "a.png").rename(tmp_path / "moved.png")         # the writer no longer reads the sources
     assert pairs.record(pair, SPEC) == from_sources
+    assert [pairs.record(copy, SPEC), pairs.record(moved, SPEC)] == expected
     assert isinstance(pairs.record(dataclasses.replace(pair, spill=()), SPEC), Rejection)
 
 

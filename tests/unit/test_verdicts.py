@@ -131,43 +131,86 @@ def test_garbage_collection_keeps_only_the_runs_own_parts_of_its_fingerprint(tmp
     assert left == sorted(kept + [str(root / verdict_store.OWNER)])
 
 
-def test_spilled_bytes_are_committed_with_their_part_before_it_and_collected_after_a_commit(tmp_path, monkeypatch):
+def spill_pair(i: int, split: str = "train"):
+    """A small classification pair as validation would spill it."""
+    from beam_pipeline.core.records import PairRef, ValidPair
+    ref = PairRef(key=f"k{i}", source_id=f"img{i}.jpg", image=f"/in/img{i}.jpg", label="0", split=split)
+    return ValidPair(ref=ref, height=2, width=3, image_format="jpeg", image_sha256="i" * 64,
+                     image_stored_bytes=9, image_converted=False, label=i % 2)
+
+
+def parsed(framed: bytes):
+    """The tf.train.Example a framed record holds, read by TensorFlow's own parser (length and CRCs checked)."""
+    import tensorflow as tf
+    import tempfile
+    with tempfile.NamedTemporaryFile(suffix=".tfrecord") as handle:
+        handle.write(framed)
+        handle.flush()
+        (record,) = [r.numpy() for r in tf.data.TFRecordDataset(handle.name)]
+    return tf.train.Example.FromString(record)
+
+
+def test_local_spill_records_are_flushed_before_their_part_commits_and_collected_after_a_commit(tmp_path, monkeypatch):
     monkeypatch.setattr(verdict_store, "COMMIT_EVERY", 2)
     root, run = tmp_path / "cache", "20261204T000000Z-00000001"
     writer = verdict_store.PartWriter(str(root / "fp"), 5, run)
     refs = []
     for i in range(3):
-        refs.append(writer.spill(f"image {i}".encode(), f"mask {i}".encode() if i != 1 else b""))
+        refs.append(writer.spill(spill_pair(i, "train" if i != 1 else "val"), f"image {i}".encode(), b""))
         writer.add(verdict(key=f"k{i}"))
-    bucket = root / "fp" / "0005"
-    committed = sorted(name for name in os.listdir(bucket) if not name.startswith(verdict_store.TEMP_PREFIX))
-    # the first part (k0, k1) and its spill are committed; k2's are still temporary files
-    assert [Path(name).suffix for name in committed] == [".records", ".verdicts"]
-    assert len([name for name in os.listdir(bucket) if name.startswith(verdict_store.TEMP_PREFIX)]) == 2
-    assert refs[0][0] == refs[1][0] == str(bucket / committed[0]) and refs[0][1:4] == (0, 7, 6)
-    assert refs[1][1:4] == (13, 7, 0)                         # after the first entry; no mask
-    assert verdict_store.read_spilled(refs[0]) == (b"image 0", b"mask 0")
-    assert verdict_store.read_spilled(refs[1]) == (b"image 1", b"")
-    assert not Path(refs[2][0]).exists()                      # a killed writer leaves no spill of its open part
+    spill_dir = root / "fp" / verdict_store.SPILL_DIR
+    files = sorted(path.name for path in spill_dir.iterdir())
+    assert len(files) == 2 and all(name.startswith(run + "-") and name.endswith(".tfrecord") for name in files)
+    assert refs[0][0] == refs[2][0] != refs[1][0]             # one file per split, for the whole process
+    assert refs[0][1] == 0 and refs[2][1] == refs[0][2]       # appended one after the other
+    # the first part (k0, k1) is committed, and its records are readable (flushed) in another handle
+    example = parsed(verdict_store.read_spilled(refs[0]))
+    assert example.features.feature["image/encoded"].bytes_list.value == [b"image 0"]
+    assert example.features.feature["image/source_id"].bytes_list.value == [b"img0.jpg"]
+    assert example.features.feature["image/class/label"].int64_list.value == [0]
     parts = writer.close()
-    assert verdict_store.read_spilled(refs[2]) == (b"image 2", b"mask 2")
-    assert refs[2][0] != refs[0][0] and len(parts) == 2
-    assert verdict_store.collect_garbage(str(root), "fp", run) == 2       # both spills: written into shards
+    assert parsed(verdict_store.read_spilled(refs[2])).features.feature["image/encoded"].bytes_list.value == [
+        b"image 2"]
+    assert len(parts) == 2
+    assert verdict_store.collect_garbage(str(root), "fp", run) == 2       # both spill files: written into shards
     assert sorted(str(path) for path in root.rglob("*") if path.is_file()) == sorted(parts)
     assert verdict_store.read_spilled(refs[2]) is None        # gone: the writer reads the sources
 
 
+def test_a_local_spill_file_is_a_tfrecord_file_and_a_new_one_begins_past_the_file_size(tmp_path):
+    import tensorflow as tf
+    writer = verdict_store.PartWriter(str(tmp_path / "fp"), 1, "20261204T000000Z-00000002", spill_file_bytes=600)
+    refs = [writer.spill(spill_pair(i), bytes([i]) * 100, b"") for i in range(5)]
+    writer.add(verdict())
+    writer.close()
+    files = sorted({ref[0] for ref in refs})
+    sizes = [os.path.getsize(path) for path in files]
+    assert len(files) > 1 and all(size >= 600 for size in sizes[:-1])        # a new file once one holds 600 bytes
+    assert all(size - ref[2] < 600 for ref in refs for size in [os.path.getsize(ref[0])] if ref[1] + ref[2] == size)
+    records = [r.numpy() for path in files for r in tf.data.TFRecordDataset(path)]
+    images = [tf.train.Example.FromString(r).features.feature["image/encoded"].bytes_list.value[0] for r in records]
+    assert images == [bytes([i]) * 100 for i in range(5)]
+
+
 def test_a_spill_is_live_only_when_a_run_after_the_last_commit_wrote_it():
     from beam_pipeline.core import spill
-    killed = spill.reference("/out/cache/fp/0001/20261204T100000Z-0000aaaa-1234abcd-000000.records", 0, b"i", b"m")
+    killed = spill.reference("/out/cache/fp/spill/20261204T100000Z-0000aaaa-1234abcd-train-00000.tfrecord", 0,
+                             [b"fra", b"me"], "a.jpg")
     committed_before, committed_by_it = "20261204T090000Z-ffffffff", "20261204T100000Z-0000aaaa"
     assert spill.live(killed, "")                             # nothing committed yet: a killed first run's spill
     assert spill.live(killed, committed_before)
     assert not spill.live(killed, committed_by_it)            # its own commit collected it
     assert not spill.live(killed, "20261204T110000Z-00000000")
-    assert spill.matches(killed, b"i", b"m")
-    assert not spill.matches(killed, b"i", b"M") and not spill.matches(killed, b"i", b"mx")
-    assert not spill.matches(killed, b"im", b"")
+    assert spill.matches(killed, b"frame")
+    assert not spill.matches(killed, b"framE") and not spill.matches(killed, b"frames")
+    assert spill.verbatim(killed, 0, "a.jpg")
+    assert not spill.verbatim(killed, 1, "a.jpg") and not spill.verbatim(killed, 0, "b.jpg")
+    # a re-run adopts another run's local spill files, never its own, nor a per-part spill on an object store
+    assert spill.adoptable(killed, "20261204T110000Z-00000000")
+    assert not spill.adoptable(killed, committed_by_it)
+    remote = spill.reference("gs://b/cache/fp/0001/20261204T100000Z-0000aaaa-1234abcd-000000.records", 0,
+                             [b"x"], "a.jpg")
+    assert not spill.adoptable(remote, "20261204T110000Z-00000000") and not spill.adoptable((), "x")
 
 
 def test_the_shard_reserve_is_every_selected_pair_at_the_mean_entry_size_and_a_margin():

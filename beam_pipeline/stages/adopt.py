@@ -1,0 +1,228 @@
+"""AdoptKilledSpill: a re-run after a kill takes the killed run's spill files as shards of its version, instead of
+copying their records into new ones (docs/cache.md, docs/incremental.md).
+
+On a local disk validation appends each pair's record, framed exactly as a shard frames it, to one spill file per
+worker process and split (io/verdict_store.ProcessSpill), and flushes it before each verdicts part commits. A run
+killed before its commit leaves those files and the verdicts that point into them; the re-run restores the
+verdicts (ValidatePairs), and here every spill file of another run that holds records this run writes becomes a
+shard of this run's version:
+
+* its records up to the last one this run keeps stay where they are; the file is hard-linked into the version
+  folder (``runs/<run_id>/resumed/<split>-<i>-of-<n>.tfrecord``, no byte copied) and cut after that record;
+* the records before it that this version does not hold (their verdicts part never committed, a duplicate, a pair
+  now filtered out or rejected) are the shard's deleted records, as a re-run's deletions are (core/versions.py);
+* its keys file and class-index part are written beside it, and its SHA-256 is taken by reading it once.
+
+A file is not adopted, and its pairs go to WriteShards, when fewer than half its records would be live
+(``--compact auto``'s rule), when a record does not match what the verdict says was written there, or when the file
+cannot be linked into the version folder (another disk). ``--compact all`` adopts nothing: every record is written
+again, as a fresh run writes it.
+
+Input: ValidPair to write. Outputs: ValidPair still to write (main), a ShardInfo per adopted file (``shards``) and
+``("adopted", n)`` counts (``counts``). Only a pair's metadata crosses the shuffle; each file is read by one worker.
+"""
+
+import hashlib
+import os
+from typing import List, Optional, Tuple
+
+import apache_beam as beam
+
+from beam_pipeline import phases
+from beam_pipeline.core import layout, paths, spill, versions
+from beam_pipeline.core.records import ClassTally, ShardInfo, ValidPair
+from beam_pipeline.core.repeat_weights import weight_units
+from beam_pipeline.core.selection import TRAIN
+from beam_pipeline.core.sharding import shard_file_name, shard_name_parts
+from beam_pipeline.stages import worker
+from beam_pipeline.stages.shard_files import CLASS_INDEX_DIR, KEYS_DIR, LinesFile, class_index_line
+from beam_pipeline.stages.shuffle import GroupPackedByKey
+from beam_pipeline.stages.specs import AdoptSpec, ShuffleSpec
+
+SHARDS_TAG, COUNTS_TAG = "shards", "counts"
+ADOPTED = "adopted"
+_DELETED_KEY = "-"               # a deleted record's key and content in its keys file: never matched
+
+
+def file_split(path: str) -> str:
+    """The split a local spill file holds (io/verdict_store.ProcessSpill names it
+    ``<run_id>-<process>-<split>-<sequence>.tfrecord``, the split with every character but [A-Za-z0-9_.] as _)."""
+    return path.rsplit("/", 1)[-1].split("-")[3]
+
+
+def _adoptable(pair: ValidPair, spec: AdoptSpec) -> bool:
+    return (spec.enabled and pair.copy == 0 and pair.stratum < 0 and bool(pair.spill)
+            and spill.adoptable(pair.spill, spec.run_id)
+            and spill.verbatim(pair.spill, pair.copy, pair.ref.source_id)
+            and versions.reusable_group(pair.shard_group, spec.balance)
+            and file_split(pair.spill[0]) == _sanitized(pair.ref.split or ""))
+
+
+def _sanitized(split: str) -> str:
+    return "".join(c if c.isalnum() or c in "_." else "_" for c in split)
+
+
+class _Frames:
+    """The framed records of a spill file read from its start, checked against what the kept pairs' verdicts say."""
+
+    def __init__(self, path: str, claimed: dict, end: int):
+        self.records: List[Tuple[int, Optional[ValidPair]]] = []   # (framed bytes, the live pair or None)
+        self.cut = 0                                               # the end of the last live record
+        self.sha256 = ""
+        self.mismatched: List[ValidPair] = []
+        digest = hashlib.sha256()
+        at = 0
+        with open(path, "rb") as handle:
+            while at < end:
+                header = handle.read(spill.FRAME_HEADER)
+                length = spill.frame_length(header)
+                if length is None:
+                    break
+                body = handle.read(length + spill.FRAME_FOOTER)
+                if len(body) < length + spill.FRAME_FOOTER:
+                    break
+                digest.update(header)
+                digest.update(body)
+                pair = claimed.pop(at, None)
+                size = len(header) + len(body)
+                if pair is not None and not (size == pair.spill[2]
+                                             and spill.checksum((header, body)) == pair.spill[3]):
+                    self.mismatched.append(pair)
+                    pair = None
+                self.records.append((size, pair))
+                at += size
+                if pair is not None:
+                    self.cut, self.sha256 = at, digest.hexdigest()
+        self.mismatched.extend(claimed.values())            # not at a record's start, or past the file's end
+        while self.records and self.records[-1][1] is None:
+            self.records.pop()
+
+    @property
+    def live(self) -> int:
+        return sum(1 for _, pair in self.records if pair is not None)
+
+
+class AdoptFileFn(beam.DoFn):
+    """(spill file, [ValidPair, ...]) -> the adopted shard's ShardInfo (``shards``) and ("adopted", n) (``counts``),
+    or the pairs themselves (main: written by WriteShards) when the file is not adopted."""
+
+    def __init__(self, spec: AdoptSpec):
+        self._spec = spec
+
+    def setup(self):
+        worker.prepare_sdk_worker()
+
+    def process(self, element, files, refusals):
+        path, pairs = element
+        if refusals:
+            return
+        pairs = list(pairs)
+        claimed = {pair.spill[1]: pair for pair in pairs}
+        if len(claimed) < len(pairs):                       # two pairs on one record: not from one validation
+            yield from pairs
+            return
+        try:
+            frames = _Frames(path, dict(claimed), max(p.spill[1] + p.spill[2] for p in pairs))
+        except OSError:
+            yield from pairs                                # gone or unreadable: the writer reads the sources
+            return
+        yield from frames.mismatched
+        live = frames.live
+        if not live or (self._spec.compact != versions.COMPACT_NEVER and live < versions.LIVE_SHARE * len(frames.records)):
+            yield from (pair for _, pair in frames.records if pair is not None)
+            return
+        group = pairs[0].shard_group
+        in_group = sorted(f for g, f in files if g == group)
+        name = f"{layout.ADOPTED_DIR}/{shard_file_name(group, in_group.index(path), len(in_group))}"
+        target = paths.join(self._spec.data_dir, name)
+        phases.reached(phases.WRITE_SHARD)                   # a shard of the version is made here
+        try:
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            os.link(path, target)
+            if os.path.getsize(target) > frames.cut:
+                os.truncate(target, frames.cut)
+        except OSError:
+            yield from (pair for _, pair in frames.records if pair is not None)
+            return
+        yield beam.pvalue.TaggedOutput(SHARDS_TAG, self._shard_info(name, group, frames))
+        yield beam.pvalue.TaggedOutput(COUNTS_TAG, (ADOPTED, live))
+
+    def _shard_info(self, name: str, group: str, frames: _Frames) -> ShardInfo:
+        spec = self._spec
+        shard_path = layout.in_version(spec.version, name)
+        keys = LinesFile(paths.join(spec.data_dir, f"{KEYS_DIR}/{name}.tsv"))
+        class_index = LinesFile(paths.join(spec.data_dir, f"{CLASS_INDEX_DIR}/{name}.jsonl"))
+        tally = ClassTally(spec.num_classes)
+        deleted, live_bytes, weight, split = [], 0, 0, group
+        for index, (size, pair) in enumerate(frames.records):
+            if pair is None:
+                deleted.append(index)
+                keys.write(versions.keys_line(_DELETED_KEY, _DELETED_KEY, size))
+                continue
+            split = pair.ref.split
+            keys.write(versions.keys_line(
+                versions.record_key(pair.shard_key),
+                versions.record_content(pair.content_key, pair.ref.source_id, split, group), size))
+            if split == TRAIN:
+                for cls in pair.present_classes:
+                    class_index.write(class_index_line(pair, shard_path, index, cls))
+            live_bytes += size
+            weight += weight_units(pair.repeat_factor)
+            tally.add(pair)
+        side = {}
+        for folder, suffix, lines in ((KEYS_DIR, ".tsv", keys), (CLASS_INDEX_DIR, ".jsonl", class_index)):
+            entry = lines.close()
+            if entry:
+                side[folder] = (layout.in_version(spec.version, f"{folder}/{name}{suffix}"), entry["bytes"],
+                                entry["sha256"])
+        _, index, of = shard_name_parts(name)
+        live = len(frames.records) - len(deleted)
+        return ShardInfo(group=group, split=split, index=index, num_shards=of, path=shard_path,
+                         records=len(frames.records), bytes=frames.cut, sha256=frames.sha256, originals=live,
+                         class_images=tally.images(), class_pixels=tally.pixels(), ignore_pixels=tally.ignore,
+                         repeat_weight=weight, mask_values=tally.mask_values(),
+                         class_repeat_weight=tally.weighted(), keys=side.get(KEYS_DIR, ("",))[0],
+                         class_index=side.get(CLASS_INDEX_DIR, ("",))[0], side_files=tuple(side.values()),
+                         deleted=tuple(deleted), live_bytes=live_bytes if deleted else -1)
+
+
+def _by_file(pair: ValidPair):
+    return pair.spill[0], pair
+
+
+def _group_and_file(pair: ValidPair):
+    return pair.shard_group, pair.spill[0]
+
+
+class AdoptKilledSpill(beam.PTransform):
+    """``to_write, shards, counts = pairs | AdoptKilledSpill(AdoptSpec(...), refusals, ShuffleSpec())`` (module
+    docstring)."""
+
+    def __init__(self, spec: AdoptSpec, refusals, shuffle: ShuffleSpec = ShuffleSpec()):
+        super().__init__()
+        self._spec = spec
+        self._refusals = refusals
+        self._shuffle = shuffle
+
+    def expand(self, pairs):
+        spec = self._spec
+        adoptable, others = pairs | "SplitAdoptable" >> beam.Partition(
+            lambda pair, _: 0 if _adoptable(pair, spec) else 1, 2)
+        # ValidPair whose record is in a killed run's local spill file | ValidPair to write
+        files = (adoptable
+                 | "GroupAndFile" >> beam.Map(_group_and_file)
+                 | "DistinctFiles" >> beam.Distinct()
+                 | "ListFiles" >> beam.combiners.ToList())
+        # [(shard group, spill file), ...]: names the adopted shards of each group
+        adopted = (adoptable
+                   | "KeyBySpillFile" >> beam.Map(_by_file)
+                   # (spill file, ValidPair)
+                   | "GroupBySpillFile" >> GroupPackedByKey(self._shuffle)
+                   # (spill file, [ValidPair, ...])
+                   | "AdoptFiles" >> beam.ParDo(
+                       AdoptFileFn(spec), files=beam.pvalue.AsSingleton(files),
+                       refusals=beam.pvalue.AsList(self._refusals)).with_outputs(SHARDS_TAG, COUNTS_TAG, main="pairs"))
+        # ValidPair of a file not adopted | ShardInfo of an adopted file | ("adopted", n)
+        to_write = (others, adopted.pairs) | "StillToWrite" >> beam.Flatten()
+        return to_write, adopted[SHARDS_TAG], adopted[COUNTS_TAG]
+
