@@ -65,7 +65,7 @@ def valid_pairs(listing: Path, count: int, spec: CheckSpec, spill: Path) -> list
         bucket = verdicts.bucket_of(ref.key)
         writer = writers.get(bucket) or writers.setdefault(
             bucket, verdict_store.PartWriter(str(spill), bucket, "20261204T000000Z-00000001"))
-        pair = dataclasses.replace(pair, spill=writer.spill(*stage_pairs.stored_files(checked, read[1], spec)))
+        pair = dataclasses.replace(pair, spill=writer.spill(pair, *stage_pairs.stored_files(checked, read[1], spec)))
         found.append(pair)
     for writer in writers.values():
         writer.close()

@@ -93,6 +93,19 @@ def record_of(framed) -> memoryview:
     return memoryview(framed)[FRAME_HEADER:len(framed) - FRAME_FOOTER]
 
 
+def record_pieces(pair, framed: bytes):
+    """The record of ``pair`` (a ValidPair) from the framed record validation spilled for it: that record itself
+    for the pair's first copy under the same source id, else encoded again around the image and mask it stores."""
+    from beam_pipeline.core import features
+    from beam_pipeline.core.example import example_bytes_values, pair_example_pieces
+    record = record_of(framed)
+    if verbatim(pair.spill, pair.copy, pair.ref.source_id):
+        return [bytes(record)]
+    stored = example_bytes_values(record, (features.IMAGE_ENCODED, features.MASK_ENCODED))
+    return pair_example_pieces(pair, bytes(stored[features.IMAGE_ENCODED]),
+                               bytes(stored.get(features.MASK_ENCODED, b"")))
+
+
 # --spill auto: how much free space a worker leaves on a disk that holds both the spill and the shards.
 RESERVE_MARGIN_BYTES = 16 << 20      # beyond the shards' estimate: the parts, the manifest, the report
 RECORD_OVERHEAD = 1.05               # a record's bytes over its entry's: features, framing

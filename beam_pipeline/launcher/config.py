@@ -72,7 +72,7 @@ class CorpusConfig:
     cache_dir: Optional[str] = None         # None: OUTPUT/cache
     revalidate: bool = False
     cache_audit: float = 0.0
-    spill: str = "auto"                     # auto | always | never (io/verdict_store.SpillRoom)
+    spill: str = "auto"                     # auto | always | never (io/spill_store.SpillRoom)
     maps: MapOptions = MapOptions()
     compact: str = "auto"                   # auto | never | all (core/versions.py)
 
@@ -91,8 +91,7 @@ class CorpusConfig:
         return out
 
     def discover_spec(self) -> DiscoverSpec:
-        return DiscoverSpec(input=self.input, input_format=self.input_format, task=self.task,
-                            image_globs=self.image_globs, mask_template=self.mask_template,
+        return DiscoverSpec(self.input, self.input_format, self.task, self.image_globs, self.mask_template,
                             allow_outside_root=self.allow_outside_root)
 
     def select_spec(self, split: SplitSpec) -> SelectSpec:
@@ -108,9 +107,7 @@ class CorpusConfig:
     @property
     def cache_root(self) -> Optional[str]:
         """The verdict cache's folder (every fingerprint's under it), or None with --no_cache."""
-        if not self.use_cache:
-            return None
-        return self.cache_dir or layout.cache_dir(self.output)
+        return (self.cache_dir or layout.cache_dir(self.output)) if self.use_cache else None
 
     def cache_spec(self, run_id: str, versions: dict, committed_run: str = "") -> CacheSpec:
         """The cache this run reads and writes: the folder of the fingerprint of its check options and decoders.
@@ -119,8 +116,7 @@ class CorpusConfig:
             return CacheSpec()
         # Every check option, --max_file_bytes too: a reused verdict's files are not read, so not measured.
         folder = paths.join(self.cache_root, fingerprint(dataclasses.asdict(self.check_spec()), versions))
-        return CacheSpec(folder=folder, run_id=run_id, revalidate=self.revalidate, audit=self.cache_audit,
-                         committed_run=committed_run, spill=self.spill, shards_folder=self.output,
+        return CacheSpec(folder, run_id, self.revalidate, self.cache_audit, committed_run, self.spill, self.output,
                          spill_file_bytes=self.target_shard_bytes)
 
     def record_layout(self, versions: dict) -> str:
@@ -148,13 +144,10 @@ class CorpusConfig:
                          version=layout.version_entry(data_dir))
 
     def adopt_spec(self, data_dir: str, cache: CacheSpec) -> AdoptSpec:
-        """Whether this run adopts a killed run's spill files as shards (stages/adopt.py): only with the cache and
-        the output on local disks (a hard link moves no byte), and never with --compact all (written afresh)."""
-        local = (cache.folder is not None and not paths.split_scheme(cache.folder)[0]
-                 and not paths.split_scheme(data_dir)[0])
-        return AdoptSpec(data_dir=data_dir, version=layout.version_entry(data_dir), run_id=cache.run_id,
-                         num_classes=self.num_classes, balance=self.balance, compact=self.compact,
-                         enabled=local and self.compact != COMPACT_ALL)
+        """Adopting a killed run's spill (stages/adopt.py): the cache and output local, and not --compact all."""
+        local = cache.folder is not None and not any(paths.split_scheme(f)[0] for f in (cache.folder, data_dir))
+        return AdoptSpec(data_dir, layout.version_entry(data_dir), cache.run_id, self.num_classes, self.balance,
+                         self.compact, enabled=local and self.compact != COMPACT_ALL)
 
     def publish_spec(self, data_dir: str, cache: CacheSpec = CacheSpec(), record_layout_digest: str = "",
                      rewritten: Optional[str] = None) -> PublishSpec:

@@ -128,7 +128,8 @@ class AdoptFileFn(beam.DoFn):
             return
         yield from frames.mismatched
         live = frames.live
-        if not live or (self._spec.compact != versions.COMPACT_NEVER and live < versions.LIVE_SHARE * len(frames.records)):
+        mostly_deleted = live < versions.LIVE_SHARE * len(frames.records)
+        if not live or (self._spec.compact != versions.COMPACT_NEVER and mostly_deleted):
             yield from (pair for _, pair in frames.records if pair is not None)
             return
         group = pairs[0].shard_group
@@ -138,6 +139,8 @@ class AdoptFileFn(beam.DoFn):
         phases.reached(phases.WRITE_SHARD)                   # a shard of the version is made here
         try:
             os.makedirs(os.path.dirname(target), exist_ok=True)
+            if os.path.lexists(target):                      # a retried bundle's link: the same file
+                os.unlink(target)
             os.link(path, target)
             if os.path.getsize(target) > frames.cut:
                 os.truncate(target, frames.cut)

@@ -10,16 +10,15 @@ import dataclasses
 import hashlib
 from typing import Iterable, Iterator, List, Optional, Tuple, Union
 
-from beam_pipeline.core import features, paths, reasons, selection, spill
+from beam_pipeline.core import paths, reasons, selection, spill
 from beam_pipeline.core.checks import Rejection
-from beam_pipeline.core.example import (Pieces, example_bytes_values, frame_pieces, pair_example_pieces,
-                                         pair_record_pieces)
+from beam_pipeline.core.example import Pieces, frame_pieces, pair_record_pieces
 from beam_pipeline.core.masks import stored_mask
 from beam_pipeline.core.hashing import stable_hash
 from beam_pipeline.core.pairing import pair_by_mask_path
 from beam_pipeline.core.records import FILTERED, Outcome, PairRef, ValidPair
 from beam_pipeline.core.validation import Checked, checked_classification, checked_segmentation
-from beam_pipeline.io import folders, listing, streams, verdict_store
+from beam_pipeline.io import folders, listing, spill_store, streams
 from beam_pipeline.stages.specs import CLASS_FOLDERS, LISTING, PAIRED, CheckSpec, DiscoverSpec, SelectSpec
 
 Discovered = Union[PairRef, Outcome]
@@ -251,11 +250,11 @@ def record_pieces(pair: ValidPair, spec: CheckSpec) -> Union[Pieces, Rejection]:
     Read from the sources, files that validation converted (to RGB PNG, or 8-bit grey PNG) are
     converted again, without running the checks (core.example.pair_record). The spill holds the record
     itself, so the record's bytes are the same either way. A spill that is gone or damaged
-    (io/verdict_store.read_spilled) sends the writer to the sources.
+    (io/spill_store.read_spilled) sends the writer to the sources.
     """
     framed = _spilled(pair)
     if framed is not None:
-        return spilled_record_pieces(pair, framed)
+        return spill.record_pieces(pair, framed)
     return _record_from_sources(pair, spec)
 
 
@@ -265,12 +264,12 @@ def framed_record_pieces(pair: ValidPair, spec: CheckSpec) -> Union[Pieces, Reje
     framed = _spilled(pair)
     if framed is not None and spill.verbatim(pair.spill, pair.copy, pair.ref.source_id):
         return [framed]
-    pieces = spilled_record_pieces(pair, framed) if framed is not None else _record_from_sources(pair, spec)
+    pieces = spill.record_pieces(pair, framed) if framed is not None else _record_from_sources(pair, spec)
     return pieces if isinstance(pieces, Rejection) else frame_pieces(pieces)
 
 
 def _spilled(pair: ValidPair) -> Optional[bytes]:
-    return verdict_store.read_spilled(pair.spill) if pair.spill else None
+    return spill_store.read_spilled(pair.spill) if pair.spill else None
 
 
 def _record_from_sources(pair: ValidPair, spec: CheckSpec) -> Union[Pieces, Rejection]:
@@ -281,17 +280,6 @@ def _record_from_sources(pair: ValidPair, spec: CheckSpec) -> Union[Pieces, Reje
     mask = _read_verified(pair.ref.mask, pair.mask_sha256, "mask", spec.max_file_bytes,
                           0 if pair.mask_converted else pair.mask_stored_bytes)
     return mask if isinstance(mask, Rejection) else pair_record_pieces(pair, image, mask, spec.limits)
-
-
-def spilled_record_pieces(pair: ValidPair, framed: bytes) -> Pieces:
-    """The record of ``pair`` from the framed record validation spilled: that record itself for the pair's first
-    copy under the same source id, else encoded again around the image and mask it stores (core/spill.py)."""
-    record = spill.record_of(framed)
-    if spill.verbatim(pair.spill, pair.copy, pair.ref.source_id):
-        return [bytes(record)]
-    stored = example_bytes_values(record, (features.IMAGE_ENCODED, features.MASK_ENCODED))
-    return pair_example_pieces(pair, bytes(stored[features.IMAGE_ENCODED]),
-                               bytes(stored.get(features.MASK_ENCODED, b"")))
 
 
 def _read_verified(path: str, expected_sha256: str, what: str, max_file_bytes: int,

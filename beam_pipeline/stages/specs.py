@@ -70,7 +70,7 @@ class CacheSpec:
     revalidate: bool = False                 # hash every file, reuse a verdict only for the same bytes
     audit: float = 0.0                       # the share of pre-key hits hashed all the same
     committed_run: str = ""                  # the last run to commit: its spill, and older ones, are collected
-    spill: str = "auto"                      # --spill: auto | always | never (io/verdict_store.SpillRoom)
+    spill: str = "auto"                      # --spill: auto | always | never (io/spill_store.SpillRoom)
     shards_folder: Optional[str] = None      # where the shards go: --spill auto keeps room for them there
     spill_file_bytes: int = 128 * 1024 * 1024   # a local spill file's size before the next (--target_shard_bytes)
 

@@ -26,7 +26,7 @@ from beam_pipeline.core.progress import DUPLICATES, REJECTED_PREFIX, VALID
 from beam_pipeline.core.hashing import sha256_hex
 from beam_pipeline.core.records import DUPLICATE, REJECTED, Outcome, PairRef, ValidPair, pack, unpack
 from beam_pipeline.core.verdicts import REHASH, REUSE, Verdict, audited, bucket_of, decide, same_content
-from beam_pipeline.io import streams, verdict_store
+from beam_pipeline.io import spill_store, streams, verdict_store
 from beam_pipeline.stages import counters, pairs, worker
 from beam_pipeline.stages.shuffle import GroupPackedByKey
 from beam_pipeline.stages.specs import REJECTED_TAG, CacheSpec, CheckSpec, ShuffleSpec
@@ -49,7 +49,7 @@ class ValidateBucketFn(counters.CountingDoFn):
     without reading the files when their versions are the verdict's, after hashing them when their
     bytes are, and taken afresh otherwise; every verdict of the bucket is written again to this run's
     parts, and the bucket's older parts are removed once it is done (io/verdict_store.py). A pair validated
-    afresh keeps its stored bytes in the spill as ``--spill`` allows (io/verdict_store.SpillRoom, given the
+    afresh keeps its stored bytes in the spill as ``--spill`` allows (io/spill_store.SpillRoom, given the
     number of selected pairs ``selected``)."""
 
     def __init__(self, spec: CheckSpec, cache: CacheSpec):
@@ -59,7 +59,7 @@ class ValidateBucketFn(counters.CountingDoFn):
         self._bytes_read = Metrics.counter("ValidatePairs", "bytes_read")
         self._how = {how: Metrics.counter("ValidatePairs", how)
                      for how in (FRESH, FROM_CACHE, REHASHED, NOT_SPILLED)}
-        self._room: Optional[verdict_store.SpillRoom] = None
+        self._room: Optional[spill_store.SpillRoom] = None
         self._not_spilled = 0
 
     def setup(self):
@@ -69,7 +69,7 @@ class ValidateBucketFn(counters.CountingDoFn):
         bucket, refs = element
         folder = self._cache.folder
         if self._room is None:
-            self._room = verdict_store.spill_room(self._cache.spill, folder, self._cache.run_id,
+            self._room = spill_store.spill_room(self._cache.spill, folder, self._cache.run_id,
                                                   self._cache.shards_folder, selected)
         self._not_spilled = 0
         verdicts = verdict_store.load(folder, bucket) if folder else {}
@@ -135,7 +135,7 @@ class ValidateBucketFn(counters.CountingDoFn):
 
 
 def _spilled(checked, mask: bytes, spec: CheckSpec, writer: verdict_store.PartWriter,
-             room: verdict_store.SpillRoom) -> Tuple[ValidPair, bool]:
+             room: spill_store.SpillRoom) -> Tuple[ValidPair, bool]:
     """(the pair, with its stored bytes in the spill of the part its verdict goes to when ``room`` allows;
     whether ``room`` refused them)."""
     stored = pairs.stored_files(checked, mask, spec)

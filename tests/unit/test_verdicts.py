@@ -7,7 +7,7 @@ import pytest
 
 from beam_pipeline.core import verdicts
 from beam_pipeline.core.verdicts import REHASH, REUSE, VALIDATE, Verdict, decide
-from beam_pipeline.io import streams, verdict_store
+from beam_pipeline.io import spill_store, streams, verdict_store
 
 OPTIONS = {"task": "segmentation", "limits": {"num_classes": 8, "ignore_label": 255}, "sample_points_per_class": 8}
 VERSIONS = {"imagecodecs": "2026.3.6", "simplejpeg": "1.9.0", "pillow": "13.0.0", "numpy": "2.3.5", "tensorflow": "x"}
@@ -158,23 +158,23 @@ def test_local_spill_records_are_flushed_before_their_part_commits_and_collected
     for i in range(3):
         refs.append(writer.spill(spill_pair(i, "train" if i != 1 else "val"), f"image {i}".encode(), b""))
         writer.add(verdict(key=f"k{i}"))
-    spill_dir = root / "fp" / verdict_store.SPILL_DIR
+    spill_dir = root / "fp" / spill_store.SPILL_DIR
     files = sorted(path.name for path in spill_dir.iterdir())
     assert len(files) == 2 and all(name.startswith(run + "-") and name.endswith(".tfrecord") for name in files)
     assert refs[0][0] == refs[2][0] != refs[1][0]             # one file per split, for the whole process
     assert refs[0][1] == 0 and refs[2][1] == refs[0][2]       # appended one after the other
     # the first part (k0, k1) is committed, and its records are readable (flushed) in another handle
-    example = parsed(verdict_store.read_spilled(refs[0]))
+    example = parsed(spill_store.read_spilled(refs[0]))
     assert example.features.feature["image/encoded"].bytes_list.value == [b"image 0"]
     assert example.features.feature["image/source_id"].bytes_list.value == [b"img0.jpg"]
     assert example.features.feature["image/class/label"].int64_list.value == [0]
     parts = writer.close()
-    assert parsed(verdict_store.read_spilled(refs[2])).features.feature["image/encoded"].bytes_list.value == [
+    assert parsed(spill_store.read_spilled(refs[2])).features.feature["image/encoded"].bytes_list.value == [
         b"image 2"]
     assert len(parts) == 2
     assert verdict_store.collect_garbage(str(root), "fp", run) == 2       # both spill files: written into shards
     assert sorted(str(path) for path in root.rglob("*") if path.is_file()) == sorted(parts)
-    assert verdict_store.read_spilled(refs[2]) is None        # gone: the writer reads the sources
+    assert spill_store.read_spilled(refs[2]) is None        # gone: the writer reads the sources
 
 
 def test_a_local_spill_file_is_a_tfrecord_file_and_a_new_one_begins_past_the_file_size(tmp_path):
@@ -224,11 +224,11 @@ def test_the_shard_reserve_is_every_selected_pair_at_the_mean_entry_size_and_a_m
 
 
 def test_spill_room_modes(tmp_path):
-    never = verdict_store.SpillRoom("never", str(tmp_path), str(tmp_path), 10)
-    always = verdict_store.SpillRoom("always", str(tmp_path), str(tmp_path), 10 ** 12)
-    roomy = verdict_store.SpillRoom("auto", str(tmp_path / "not yet made"), str(tmp_path), 10)
-    full = verdict_store.SpillRoom("auto", str(tmp_path), str(tmp_path), 10 ** 12)      # an exabyte of shards
-    remote = verdict_store.SpillRoom("auto", "gs://bucket/cache/fp", str(tmp_path), 10 ** 12)
+    never = spill_store.SpillRoom("never", str(tmp_path), str(tmp_path), 10)
+    always = spill_store.SpillRoom("always", str(tmp_path), str(tmp_path), 10 ** 12)
+    roomy = spill_store.SpillRoom("auto", str(tmp_path / "not yet made"), str(tmp_path), 10)
+    full = spill_store.SpillRoom("auto", str(tmp_path), str(tmp_path), 10 ** 12)      # an exabyte of shards
+    remote = spill_store.SpillRoom("auto", "gs://bucket/cache/fp", str(tmp_path), 10 ** 12)
     assert [never.allows(100), always.allows(100), roomy.allows(100), remote.allows(100)] == [False, True, True, True]
     assert not full.allows(100)         # the first entry already says 10 ** 12 pairs of 105 bytes will not fit
     assert not full.allows(1)           # and once refused, never again in this process
