@@ -339,11 +339,11 @@ def resumed(request, corpus_dir, reference, tmp_path_factory):
     kill = kill_at(out, args, phases.VERDICTS_COMMITTED, work / "killed.log", pause_after=8)
     kept = committed_verdicts(out)
     rerun = start([*args, "--output", out], work / "rerun.log")
-    return kill, kept, (finish(rerun), rerun.output()), out
+    return kill, kept, (finish(rerun), rerun.output()), out, args
 
 
 def test_a_rerun_after_a_kill_mid_validation_reuses_every_committed_verdict_and_equals_a_clean_run(resumed, reference):
-    kill, kept, (code, text), out = resumed
+    kill, kept, (code, text), out, _ = resumed
     assert kill.after is None and kill.survivors == []
     assert 8 <= len(kept) < 40                                        # some of the 40 pairs, not all
     assert code == 0, text[-5000:]
@@ -366,6 +366,22 @@ def test_a_rerun_after_a_kill_mid_validation_reuses_every_committed_verdict_and_
     assert lineage["validated"] + lineage["from_cache"] == (counts["discovered"] - counts["filtered_out"]["total"]
                                                             - before_validation)
     assert lineage["parent_run_id"] is None                           # the killed run published nothing
+    assert verify(str(out)).ok
+
+
+def test_a_version_with_adopted_shards_is_the_parent_of_the_next_rerun_like_any_other(resumed, reference):
+    """The adopted shards' keys files (a deleted record's line included) serve the next re-run, which keeps every
+    record where the resumed version holds it."""
+    _, _, _, out, args = resumed
+    before = manifest_of(out)
+    again = start([*args, "--output", out, "--overwrite"], out.parent / "again.log")
+    code = finish(again)
+    assert code == 0, again.output()[-5000:]
+    manifest = manifest_of(out)
+    records = manifest["lineage"]["records"]
+    assert records["written"] == 0 and records["adopted"] == 0 and records["deleted"] == 0
+    assert records["kept"] == before["lineage"]["records"]["adopted"] + before["lineage"]["records"]["written"]
+    assert record_differences(reference[0], out) == []
     assert verify(str(out)).ok
 
 # --------------------------------------------------------------------------
