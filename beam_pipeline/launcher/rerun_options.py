@@ -18,14 +18,18 @@ def add_rerun_arguments(parser) -> None:
              "for the rest, and records the parent's records that are gone as deleted (docs/incremental.md). "
              "auto (default): a kept shard with less than half of its records live, and a group's shards under "
              "a quarter of --target_shard_bytes once there are more than 4, are written again into full ones. "
-             "never: keep every shard. all: write every record again, as a fresh run (the same shard bytes).")
+             "A re-run after a kill takes the killed run's spill files as shards (hard links, on a local disk), "
+             "unless fewer than half their records would be live (auto). never: keep every shard and adopt "
+             "every spill file. all: write every record again, as a fresh run (the same shard bytes), and adopt "
+             "nothing.")
     cache.add_argument(
         "--no_cache", dest="use_cache", action="store_false", default=True,
         help="Validate every pair afresh, and neither read nor write the verdict cache.")
     cache.add_argument(
         "--spill", default="auto", choices=("auto", "always", "never"),
-        help="What validation keeps for the writer in the cache (docs/cache.md). auto (default): the bytes each "
-             "record stores, so the writer copies them instead of reading the files again, while the local disk "
+        help="What validation keeps for the writer in the cache (docs/cache.md). auto (default): each pair's "
+             "record, so the writer copies it instead of reading the files again (and a re-run after a kill "
+             "adopts the killed run's records as shards without a copy), while the local disk "
              "of the cache keeps room for the shards (every selected pair at the mean size so far, plus 16 MB); "
              "once it would not, the writer reads the remaining pairs' files again, and the summary says how "
              "many. On gs:// and s3:// auto keeps them all. always: keep them all on any disk (until the "
