@@ -13,6 +13,7 @@ whose source id is the one it was written with; otherwise the writer takes the i
 encodes the record again. Pure: no Beam, no TensorFlow.
 """
 
+import re
 from typing import Iterable, Optional, Tuple
 
 import google_crc32c
@@ -57,6 +58,12 @@ def live(ref: SpillRef, committed_run: str) -> bool:
         return True
     name = ref[0].rsplit("/", 1)[-1]
     return name[:len(committed_run)] > committed_run
+
+
+def split_in_name(split: str) -> str:
+    """How a local spill file's name gives its split (io/spill_store.ProcessSpill): every character but ASCII
+    letters, digits, _ and . as _."""
+    return re.sub(r"[^A-Za-z0-9_.]", "_", split)
 
 
 def adoptable(ref: SpillRef, run_id: str) -> bool:

@@ -8,7 +8,6 @@ records one worker process validated afresh for one split, framed as a shard fra
 
 import logging
 import os
-import re
 import threading
 import uuid
 from typing import Dict, Optional, Tuple
@@ -169,7 +168,7 @@ class ProcessSpill:
                     raise write_failed(path, error) from error
 
     def _new_file(self, split: str) -> list:
-        name = f"{self._prefix}-{re.sub(r'[^A-Za-z0-9_.]', '_', split)}-{self._sequence:05d}{spill.SPILL_FILE_SUFFIX}"
+        name = f"{self._prefix}-{spill.split_in_name(split)}-{self._sequence:05d}{spill.SPILL_FILE_SUFFIX}"
         self._sequence += 1
         path = paths.join(self._folder, name)
         try:

@@ -55,11 +55,7 @@ def _adoptable(pair: ValidPair, spec: AdoptSpec) -> bool:
             and spill.adoptable(pair.spill, spec.run_id)
             and spill.verbatim(pair.spill, pair.copy, pair.ref.source_id)
             and versions.reusable_group(pair.shard_group, spec.balance)
-            and file_split(pair.spill[0]) == _sanitized(pair.ref.split or ""))
-
-
-def _sanitized(split: str) -> str:
-    return "".join(c if c.isalnum() or c in "_." else "_" for c in split)
+            and file_split(pair.spill[0]) == spill.split_in_name(pair.ref.split or ""))
 
 
 class _Frames:

@@ -84,3 +84,12 @@ def test_a_mostly_deleted_file_and_a_damaged_record_go_to_the_writer(tmp_path):
     Path(path).write_bytes(bytes(data))
     (shard,), back, _ = adopt(tmp_path, path, pairs)
     assert back == [pairs[2]] and shard.deleted == (2,)                     # k2 is written from its sources
+
+
+def test_a_spill_file_names_its_split_as_adoption_reads_it(tmp_path):
+    from beam_pipeline.core import spill
+    from beam_pipeline.io.spill_store import ProcessSpill
+    from beam_pipeline.stages.adopt import file_split
+    ref = ProcessSpill(str(tmp_path), KILLED, 1000).append("hold-out é", [b"x"], "a.jpg")
+    assert Path(ref[0]).name.startswith(f"{KILLED}-") and spill.adoptable(ref, RESUMED)
+    assert file_split(ref[0]) == spill.split_in_name("hold-out é") == "hold_out__"
