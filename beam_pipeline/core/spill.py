@@ -19,7 +19,7 @@ from typing import Iterable, Optional, Tuple
 import google_crc32c
 
 SpillRef = Tuple[str, int, int, int, int]       # (file, offset, framed bytes, CRC32C, CRC32C of the source id)
-SPILL_FILE_SUFFIX = ".tfrecord"                 # a local spill file of framed records, one per process and split
+SPILL_FILE_SUFFIX = ".spill"     # a local spill file of framed records (a TFRecord file, not named as a shard)
 
 
 def checksum(pieces: Iterable[bytes]) -> int:

@@ -1,7 +1,7 @@
 """Validation's spill on disk (core/spill.py, docs/cache.md): reading an entry back, the room ``--spill auto``
 keeps for the shards, and each worker process's local spill files.
 
-A local spill file is ``<cache fingerprint folder>/spill/<run_id>-<process>-<split>-<sequence>.tfrecord``: the
+A local spill file is ``<cache fingerprint folder>/spill/<run_id>-<process>-<split>-<sequence>.spill``: the
 records one worker process validated afresh for one split, framed as a shard frames them, a new file every
 ``--target_shard_bytes``. On gs:// and s3:// a part's spill sits beside its verdicts part (io/verdict_store.py).
 """

@@ -4,7 +4,7 @@ Layout under the cache folder (``--cache_dir``, by default ``OUTPUT/cache``)::
 
     <fingerprint>/<bucket 0000..1023>/<run_id>-<writer>-<sequence>.verdicts
     <fingerprint>/<bucket 0000..1023>/<run_id>-<writer>-<sequence>.records     (the part's spill, gs:// and s3://)
-    <fingerprint>/spill/<run_id>-<process>-<split>-<sequence>.tfrecord        (a process's spill, local disks)
+    <fingerprint>/spill/<run_id>-<process>-<split>-<sequence>.spill        (a process's spill, local disks)
 
 A part is the framed, packed Verdicts (core/verdicts.py) one run wrote for one bucket. A writer
 commits a part every COMMIT_EVERY verdicts or COMMIT_SECONDS (a local part is written under a

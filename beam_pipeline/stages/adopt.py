@@ -46,7 +46,7 @@ _DELETED_KEY = "-"               # a deleted record's key and content in its key
 
 def file_split(path: str) -> str:
     """The split a local spill file holds (io/verdict_store.ProcessSpill names it
-    ``<run_id>-<process>-<split>-<sequence>.tfrecord``, the split with every character but [A-Za-z0-9_.] as _)."""
+    ``<run_id>-<process>-<split>-<sequence>.spill``, the split with every character but [A-Za-z0-9_.] as _)."""
     return path.rsplit("/", 1)[-1].split("-")[3]
 
 

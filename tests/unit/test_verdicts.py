@@ -160,7 +160,7 @@ def test_local_spill_records_are_flushed_before_their_part_commits_and_collected
         writer.add(verdict(key=f"k{i}"))
     spill_dir = root / "fp" / spill_store.SPILL_DIR
     files = sorted(path.name for path in spill_dir.iterdir())
-    assert len(files) == 2 and all(name.startswith(run + "-") and name.endswith(".tfrecord") for name in files)
+    assert len(files) == 2 and all(name.startswith(run + "-") and name.endswith(".spill") for name in files)
     assert refs[0][0] == refs[2][0] != refs[1][0]             # one file per split, for the whole process
     assert refs[0][1] == 0 and refs[2][1] == refs[0][2]       # appended one after the other
     # the first part (k0, k1) is committed, and its records are readable (flushed) in another handle
@@ -194,7 +194,7 @@ def test_a_local_spill_file_is_a_tfrecord_file_and_a_new_one_begins_past_the_fil
 
 def test_a_spill_is_live_only_when_a_run_after_the_last_commit_wrote_it():
     from beam_pipeline.core import spill
-    killed = spill.reference("/out/cache/fp/spill/20261204T100000Z-0000aaaa-1234abcd-train-00000.tfrecord", 0,
+    killed = spill.reference("/out/cache/fp/spill/20261204T100000Z-0000aaaa-1234abcd-train-00000.spill", 0,
                              [b"fra", b"me"], "a.jpg")
     committed_before, committed_by_it = "20261204T090000Z-ffffffff", "20261204T100000Z-0000aaaa"
     assert spill.live(killed, "")                             # nothing committed yet: a killed first run's spill
