@@ -89,13 +89,13 @@ class SpillRoom:
 
 
 _ROOMS: Dict[Tuple[str, str], SpillRoom] = {}
-_ROOMS_LOCK = threading.Lock()
+_REGISTRY_LOCK = threading.Lock()
 
 
 def spill_room(mode: str, cache_folder: Optional[str], run_id: str, shards_folder: Optional[str],
                selected_pairs: int) -> SpillRoom:
     """This process's SpillRoom for the run ``run_id``."""
-    with _ROOMS_LOCK:
+    with _REGISTRY_LOCK:
         key = (cache_folder or "", run_id)
         room = _ROOMS.get(key)
         if room is None:
@@ -190,7 +190,7 @@ _PROCESS_SPILLS: Dict[Tuple[str, str], ProcessSpill] = {}
 
 def process_spill(folder: str, run_id: str, file_bytes: int) -> ProcessSpill:
     """This process's ProcessSpill for the run ``run_id`` in the cache folder ``folder``."""
-    with _ROOMS_LOCK:
+    with _REGISTRY_LOCK:
         key = (folder, run_id)
         found = _PROCESS_SPILLS.get(key)
         if found is None:

@@ -127,7 +127,7 @@ class PartWriter:
         self._temporary: Optional[str] = None
         self._count = 0
         self._opened = 0.0
-        self._spill = None                   # the open part's spill: (handle, path, temporary path), once used
+        self._spill = None                   # the open part's spill on an object store: (handle, path), once used
         self._spilled = 0                    # bytes in it so far: the next entry's offset
         self.committed: List[str] = []
 
@@ -144,11 +144,11 @@ class PartWriter:
         if self._spill is None:
             path = self._path[:-len(SUFFIX)] + SPILL_SUFFIX
             try:
-                self._spill = (FileSystems.create(path, compression_type="uncompressed"), path, path)
+                self._spill = (FileSystems.create(path, compression_type="uncompressed"), path)
             except OSError as error:
                 raise write_failed(path, error) from error
             self._spilled = 0
-        handle, path, _ = self._spill
+        handle, path = self._spill
         try:
             for piece in framed:
                 handle.write(piece)
@@ -191,7 +191,7 @@ class PartWriter:
         if self._process_spill is not None:  # the spill first: a committed part's records are whole
             self._process_spill.flush()
         if self._spill is not None:
-            (spilled, path, _), self._spill = self._spill, None
+            (spilled, path), self._spill = self._spill, None
             try:
                 spilled.close()
             except OSError as error:
