@@ -143,19 +143,23 @@ def frame_pieces(pieces: Pieces) -> Pieces:
     crc = 0
     for piece in pieces:
         crc = google_crc32c.extend(crc, piece)
-    masked = (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
-    return _merged([length + struct.pack("<I", _masked_crc(length))] + list(pieces) + [struct.pack("<I", masked)])
+    return _merged([length + struct.pack("<I", masked_crc(length))] + list(pieces) + [struct.pack("<I", mask_crc(crc))])
 
 
-def _masked_crc(data: bytes) -> int:
-    crc = google_crc32c.value(data)
+def mask_crc(crc: int) -> int:
+    """TFRecord's masking of a CRC-32C: rotated right by 15 bits, plus a constant."""
     return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def masked_crc(data: bytes) -> int:
+    """TFRecord's masked CRC-32C of ``data``, as a frame stores it (the readers check it: report/tfrecord.py)."""
+    return mask_crc(google_crc32c.value(data))
 
 
 def frame_record(record: bytes) -> bytes:
     """One TFRecord: length, CRC of the length, data, CRC of the data."""
     length = struct.pack("<Q", len(record))
-    return length + struct.pack("<I", _masked_crc(length)) + record + struct.pack("<I", _masked_crc(record))
+    return length + struct.pack("<I", masked_crc(length)) + record + struct.pack("<I", masked_crc(record))
 
 
 def _read_varint(data, at: int):

@@ -18,6 +18,9 @@ from typing import Iterable, Optional, Tuple
 
 import google_crc32c
 
+from beam_pipeline.core import features
+from beam_pipeline.core.example import example_bytes_values, masked_crc, pair_example_pieces
+
 SpillRef = Tuple[str, int, int, int, int]       # (file, offset, framed bytes, CRC32C, CRC32C of the source id)
 SPILL_FILE_SUFFIX = ".spill"     # a local spill file of framed records (a TFRecord file, not named as a shard)
 
@@ -81,16 +84,12 @@ FRAME_HEADER = 12
 FRAME_FOOTER = 4
 
 
-def _masked(crc: int) -> int:
-    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
-
-
 def frame_length(header: bytes) -> Optional[int]:
     """The record length a frame's 12-byte header gives, or None when it is cut off or its CRC does not match."""
     if len(header) < FRAME_HEADER:
         return None
     length_bytes = header[:8]
-    if int.from_bytes(header[8:12], "little") != _masked(google_crc32c.value(length_bytes)):
+    if int.from_bytes(header[8:12], "little") != masked_crc(length_bytes):
         return None
     return int.from_bytes(length_bytes, "little")
 
@@ -103,8 +102,6 @@ def record_of(framed) -> memoryview:
 def record_pieces(pair, framed: bytes):
     """The record of ``pair`` (a ValidPair) from the framed record validation spilled for it: that record itself
     for the pair's first copy under the same source id, else encoded again around the image and mask it stores."""
-    from beam_pipeline.core import features
-    from beam_pipeline.core.example import example_bytes_values, pair_example_pieces
     record = record_of(framed)
     if verbatim(pair.spill, pair.copy, pair.ref.source_id):
         return [bytes(record)]

@@ -11,24 +11,14 @@ file or one opened through Beam's FileSystems (gs://, s3://).
 import struct
 from typing import BinaryIO, Iterator, Optional
 
-import google_crc32c
+from beam_pipeline.core.example import masked_crc
 
 _LENGTH = struct.Struct("<Q")
 _CRC = struct.Struct("<I")
-_MASK_DELTA = 0xA282EAD8
 
 
 class CorruptRecord(ValueError):
     """A TFRecord frame whose length or checksum is wrong, or that ends early."""
-
-
-def masked_crc(data: bytes) -> int:
-    """TFRecord's masked CRC-32C: the checksum rotated right by 15 bits, plus a constant.
-
-    The same sum as ``core.example``'s writer computes (private there).
-    """
-    crc = google_crc32c.value(data)
-    return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
 
 
 def _read_exact(handle: BinaryIO, n: int, what: str) -> bytes:
