@@ -30,18 +30,15 @@ import apache_beam as beam
 
 from beam_pipeline import phases
 from beam_pipeline.core import layout, paths, spill, versions
-from beam_pipeline.core.records import ClassTally, ShardInfo, ValidPair
-from beam_pipeline.core.repeat_weights import weight_units
-from beam_pipeline.core.selection import TRAIN
+from beam_pipeline.core.records import ShardInfo, ValidPair
 from beam_pipeline.core.sharding import shard_file_name, shard_name_parts
 from beam_pipeline.stages import worker
-from beam_pipeline.stages.shard_files import CLASS_INDEX_DIR, KEYS_DIR, LinesFile, class_index_line
+from beam_pipeline.stages.shard_files import CLASS_INDEX_DIR, KEYS_DIR, ShardSideFiles
 from beam_pipeline.stages.shuffle import GroupPackedByKey
 from beam_pipeline.stages.specs import AdoptSpec, ShuffleSpec
 
 SHARDS_TAG, COUNTS_TAG = "shards", "counts"
 ADOPTED = "adopted"
-_DELETED_KEY = "-"               # a deleted record's key and content in its keys file: never matched
 
 
 def file_split(path: str) -> str:
@@ -148,41 +145,26 @@ class AdoptFileFn(beam.DoFn):
 
     def _shard_info(self, name: str, group: str, frames: _Frames) -> ShardInfo:
         spec = self._spec
-        shard_path = layout.in_version(spec.version, name)
-        keys = LinesFile(paths.join(spec.data_dir, f"{KEYS_DIR}/{name}.tsv"))
-        class_index = LinesFile(paths.join(spec.data_dir, f"{CLASS_INDEX_DIR}/{name}.jsonl"))
-        tally = ClassTally(spec.num_classes)
-        deleted, live_bytes, weight, split = [], 0, 0, group
+        side = ShardSideFiles(spec.data_dir, spec.version, name, spec.num_classes)
+        deleted, split = [], group
         for index, (size, pair) in enumerate(frames.records):
             if pair is None:
                 deleted.append(index)
-                keys.write(versions.keys_line(_DELETED_KEY, _DELETED_KEY, size))
-                continue
-            split = pair.ref.split
-            keys.write(versions.keys_line(
-                versions.record_key(pair.shard_key),
-                versions.record_content(pair.content_key, pair.ref.source_id, split, group), size))
-            if split == TRAIN:
-                for cls in pair.present_classes:
-                    class_index.write(class_index_line(pair, shard_path, index, cls))
-            live_bytes += size
-            weight += weight_units(pair.repeat_factor)
-            tally.add(pair)
-        side = {}
-        for folder, suffix, lines in ((KEYS_DIR, ".tsv", keys), (CLASS_INDEX_DIR, ".jsonl", class_index)):
-            entry = lines.close()
-            if entry:
-                side[folder] = (layout.in_version(spec.version, f"{folder}/{name}{suffix}"), entry["bytes"],
-                                entry["sha256"])
+                side.add_deleted(size)
+            else:
+                split = pair.ref.split
+                side.add(pair, size)
+        files = side.close()
+        tally = side.tally
         _, index, of = shard_name_parts(name)
         live = len(frames.records) - len(deleted)
-        return ShardInfo(group=group, split=split, index=index, num_shards=of, path=shard_path,
-                         records=len(frames.records), bytes=frames.cut, sha256=frames.sha256, originals=live,
+        return ShardInfo(group=group, split=split, index=index, num_shards=of, path=side.shard_path,
+                         records=side.records, bytes=frames.cut, sha256=frames.sha256, originals=live,
                          class_images=tally.images(), class_pixels=tally.pixels(), ignore_pixels=tally.ignore,
-                         repeat_weight=weight, mask_values=tally.mask_values(),
-                         class_repeat_weight=tally.weighted(), keys=side.get(KEYS_DIR, ("",))[0],
-                         class_index=side.get(CLASS_INDEX_DIR, ("",))[0], side_files=tuple(side.values()),
-                         deleted=tuple(deleted), live_bytes=live_bytes if deleted else -1)
+                         repeat_weight=side.weight, mask_values=tally.mask_values(),
+                         class_repeat_weight=tally.weighted(), keys=files.get(KEYS_DIR, ("",))[0],
+                         class_index=files.get(CLASS_INDEX_DIR, ("",))[0], side_files=tuple(files.values()),
+                         deleted=tuple(deleted), live_bytes=side.live_bytes if deleted else -1)
 
 
 def _by_file(pair: ValidPair):

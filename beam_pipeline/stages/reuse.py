@@ -21,6 +21,7 @@ from beam_pipeline.core.repeat_weights import weight_units
 from beam_pipeline.core.records import ClassTally, ShardInfo, ValidPair
 from beam_pipeline.core.sharding import shard_name_parts
 from beam_pipeline.io import files
+from beam_pipeline.stages.shard_files import content_of
 from beam_pipeline.stages.shuffle import GroupPackedByKey
 from beam_pipeline.stages.specs import ShuffleSpec
 
@@ -35,10 +36,6 @@ def _reusable(pair: ValidPair, balance: str) -> bool:
 
 def _keyed_pair(pair: ValidPair):
     return versions.record_key(pair.shard_key), (_PAIR, pair)
-
-
-def _content(pair: ValidPair) -> str:
-    return versions.record_content(pair.content_key, pair.ref.source_id, pair.ref.split, pair.shard_group)
 
 
 class ReadParentKeysFn(beam.DoFn):
@@ -65,7 +62,7 @@ class DecideFn(beam.DoFn):
                 pair = value
             else:
                 parents.append(value)
-        kept, write, deleted = versions.decide(None if pair is None else _content(pair), parents)
+        kept, write, deleted = versions.decide(None if pair is None else content_of(pair), parents)
         if kept is not None:
             yield kept.shard, (KEPT, (kept.index, pair, kept.size))
         if write:

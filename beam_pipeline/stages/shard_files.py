@@ -5,9 +5,11 @@ neither crosses a shuffle, and a later version that keeps the shard keeps them t
 import json
 from typing import Optional
 
-from beam_pipeline.core import digests
+from beam_pipeline.core import digests, layout, paths, versions
 from beam_pipeline.core.failures import write_failed
-from beam_pipeline.core.records import ValidPair
+from beam_pipeline.core.records import ClassTally, ValidPair
+from beam_pipeline.core.repeat_weights import weight_units
+from beam_pipeline.core.selection import TRAIN
 from beam_pipeline.io import streams
 
 KEYS_DIR = "keys"                # runs/<run_id>/keys/<shard name>.tsv
@@ -44,3 +46,51 @@ def class_index_line(pair: ValidPair, shard: str, record: int, cls: int) -> str:
     """One line of the class index: a train record (``shard``: its path in the manifest) holding class ``cls``."""
     return json.dumps({"class": cls, "shard": shard, "record": record, "source_id": pair.ref.source_id,
                        "copy": pair.copy}, sort_keys=True) + "\n"
+
+
+DELETED_KEY = "-"               # a deleted record's key and content in its keys file: never matched
+
+
+def content_of(pair: ValidPair) -> str:
+    """The record's content digest (core/versions.record_content) as its shard's keys file holds it."""
+    return versions.record_content(pair.content_key, pair.ref.source_id, pair.ref.split, pair.shard_group)
+
+
+class ShardSideFiles:
+    """What a shard's maker keeps beside it, record by record in file order: its keys file, its part of the
+    class index, and the tallies of its live records (the writer's shards, and the shards a re-run adopts)."""
+
+    def __init__(self, data_dir: str, version: str, name: str, num_classes: int):
+        self.shard_path = layout.in_version(version, name)          # as the manifest names it
+        self._version, self._name = version, name
+        self._keys = LinesFile(paths.join(data_dir, f"{KEYS_DIR}/{name}.tsv"))
+        self._class_index = LinesFile(paths.join(data_dir, f"{CLASS_INDEX_DIR}/{name}.jsonl"))
+        self.tally = ClassTally(num_classes)
+        self.records = self.live_bytes = self.weight = 0
+
+    def add(self, pair: ValidPair, framed_bytes: int) -> None:
+        """The next record, of ``pair``, ``framed_bytes`` long."""
+        self._keys.write(versions.keys_line(versions.record_key(pair.shard_key), content_of(pair), framed_bytes))
+        if pair.ref.split == TRAIN:
+            for cls in pair.present_classes:
+                self._class_index.write(class_index_line(pair, self.shard_path, self.records, cls))
+        self.records += 1
+        self.live_bytes += framed_bytes
+        self.weight += weight_units(pair.repeat_factor)
+        self.tally.add(pair)
+
+    def add_deleted(self, framed_bytes: int) -> None:
+        """The next record, one the version does not hold."""
+        self._keys.write(versions.keys_line(DELETED_KEY, DELETED_KEY, framed_bytes))
+        self.records += 1
+
+    def close(self) -> dict:
+        """``{"keys": (path, bytes, sha256), "class_index": ...}`` of the files written (paths as manifests name
+        them); a file with no line is not made."""
+        side = {}
+        for folder, suffix, lines in ((KEYS_DIR, ".tsv", self._keys), (CLASS_INDEX_DIR, ".jsonl", self._class_index)):
+            entry = lines.close()
+            if entry:
+                side[folder] = (layout.in_version(self._version, f"{folder}/{self._name}{suffix}"), entry["bytes"],
+                                entry["sha256"])
+        return side

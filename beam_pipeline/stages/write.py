@@ -10,7 +10,8 @@ Only metadata is shuffled. Examples fall into hash buckets; the byte total of
 every (bucket, copy) is packed onto shards (core/sharding.py), keeping the
 copies of one image on different shards. The writer copies each pair's bytes
 from validation's spill, or reads its files again and checks them against the
-SHA-256 taken at validation (pairs.framed_record_pieces), and writes the records itself (one file per shard, no grouping of record bytes) straight
+SHA-256 taken at validation (pairs.framed_record_pieces), and writes the records itself (one file per
+shard, no grouping of record bytes) straight
 into the run's version folder (``runs/<run_id>/``, core/layout.py): nothing is
 renamed afterwards (a rename is a copy on object stores), and no reader looks
 there until the launcher commits the version by writing manifest.json. A write
@@ -27,18 +28,15 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
 from beam_pipeline import phases
-from beam_pipeline.core import layout, paths
-from beam_pipeline.core.repeat_weights import weight_units
+from beam_pipeline.core import paths
 from beam_pipeline.core.checks import Rejection
 from beam_pipeline.core.failures import write_failed
 from beam_pipeline.core.progress import PAIRS_WRITTEN, RECORDS_WRITTEN, REJECTED_PREFIX
-from beam_pipeline.core.records import REJECTED, ClassTally, Outcome, ShardInfo, ValidPair
-from beam_pipeline.core.selection import TRAIN
+from beam_pipeline.core.records import REJECTED, Outcome, ShardInfo, ValidPair
 from beam_pipeline.core.sharding import (bucket_of, num_shards_for, pack_buckets, record_order, same_images,
                                          shard_file_name)
-from beam_pipeline.core.versions import keys_line, record_content, record_key
 from beam_pipeline.stages import counters, pairs, worker
-from beam_pipeline.stages.shard_files import CLASS_INDEX_DIR, KEYS_DIR, LinesFile, class_index_line
+from beam_pipeline.stages.shard_files import CLASS_INDEX_DIR, KEYS_DIR, ShardSideFiles
 from beam_pipeline.stages.shuffle import GroupPackedByKey, Materialize
 from beam_pipeline.stages.specs import REJECTED_TAG, ShuffleSpec, WriteSpec
 
@@ -96,16 +94,12 @@ class WriteShardFn(counters.CountingDoFn):
     def process(self, element):
         (group, index, num_shards), group_pairs = element
         name = shard_file_name(group, index, num_shards)
-        shard_path = layout.in_version(self._spec.version, name)         # as the manifest names it
+        side = ShardSideFiles(self._spec.data_dir, self._spec.version, name, self._spec.check.limits.num_classes)
         digest = hashlib.sha256()
-        records = written_bytes = originals = 0
-        weight = 0
-        tally = ClassTally(self._spec.check.limits.num_classes)
+        originals = 0
         split = stratum = None
         ordered = sorted(group_pairs, key=_order_key)
         path = paths.join(self._spec.data_dir, name)
-        keys = LinesFile(paths.join(self._spec.data_dir, f"{KEYS_DIR}/{name}.tsv"))
-        class_index = LinesFile(paths.join(self._spec.data_dir, f"{CLASS_INDEX_DIR}/{name}.jsonl"))
         try:
             handle = FileSystems.create(path)
         except OSError as error:
@@ -123,35 +117,23 @@ class WriteShardFn(counters.CountingDoFn):
                     handle.write(piece)
                     digest.update(piece)
                     framed_bytes += len(piece)
-                if records == 0:
+                if side.records == 0:
                     phases.reached(phases.WRITE_SHARD)
-                keys.write(keys_line(record_key(pair.shard_key),
-                                     record_content(pair.content_key, pair.ref.source_id, split, group), framed_bytes))
-                if split == TRAIN:
-                    for cls in pair.present_classes:
-                        class_index.write(class_index_line(pair, shard_path, records, cls))
-                records += 1
+                side.add(pair, framed_bytes)
                 originals += pair.copy == 0
                 self._records.inc()
                 if pair.copy == 0:
                     self._pairs.inc()
-                written_bytes += framed_bytes
-                weight += weight_units(pair.repeat_factor)
-                tally.add(pair)
-        self._bytes.inc(written_bytes)
-        side = {}
-        for folder, suffix, lines in ((KEYS_DIR, ".tsv", keys), (CLASS_INDEX_DIR, ".jsonl", class_index)):
-            entry = lines.close()
-            if entry:
-                side[folder] = (layout.in_version(self._spec.version, f"{folder}/{name}{suffix}"),
-                                entry["bytes"], entry["sha256"])
-        yield ShardInfo(group=group, split=split or group, index=index, num_shards=num_shards, path=shard_path,
-                        records=records, bytes=written_bytes, sha256=digest.hexdigest(), originals=originals,
+        self._bytes.inc(side.live_bytes)
+        files = side.close()
+        tally = side.tally
+        yield ShardInfo(group=group, split=split or group, index=index, num_shards=num_shards, path=side.shard_path,
+                        records=side.records, bytes=side.live_bytes, sha256=digest.hexdigest(), originals=originals,
                         class_images=tally.images(), class_pixels=tally.pixels(), ignore_pixels=tally.ignore,
-                        stratum=-1 if stratum is None else stratum, repeat_weight=weight,
+                        stratum=-1 if stratum is None else stratum, repeat_weight=side.weight,
                         mask_values=tally.mask_values(), class_repeat_weight=tally.weighted(),
-                        keys=side.get(KEYS_DIR, ("",))[0],
-                        class_index=side.get(CLASS_INDEX_DIR, ("",))[0], side_files=tuple(side.values()))
+                        keys=files.get(KEYS_DIR, ("",))[0],
+                        class_index=files.get(CLASS_INDEX_DIR, ("",))[0], side_files=tuple(files.values()))
 
     def _records_in_order(self, ordered: Iterable[ValidPair]) -> Iterator[Tuple[ValidPair, object]]:
         """(pair, record or Rejection) in the given order, prepared a few records ahead on threads.
