@@ -3,7 +3,7 @@
 Every file the manifest lists (shards, their keys files and class-index parts, everything under
 transform/, stats.json, the rejects, report.html, stats/<split>.tfrecord) must be where the manifest
 names it, with its size and SHA-256: in the version folder it names, or in an earlier run's folder for
-the shards a version keeps (core/versions.py); a file in the version's own folder that the manifest does
+the shards a version keeps (core/rerun/versions.py); a file in the version's own folder that the manifest does
 not list is an error too. Prints one line per problem and a summary; exits 0 when the dataset is intact, 1 when a file
 is missing, extra, or differs, and 2 when OUTPUT_DIR holds no published dataset. Reads through
 Beam's FileSystems: OUTPUT_DIR may be local, gs:// or s3://. Beam's own options after OUTPUT_DIR

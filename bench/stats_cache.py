@@ -45,8 +45,8 @@ def seed_summaries(args) -> list[dict]:
     """The raw summary rows of the verdicts in a verdict cache (a run on the photo copies when none is given)."""
     from beam_pipeline.core.records import unpack
     from beam_pipeline.core.stats import summary_values
-    from beam_pipeline.core.verdicts import NUM_BUCKETS
-    from beam_pipeline.io import verdict_store
+    from beam_pipeline.core.rerun.verdicts import NUM_BUCKETS
+    from beam_pipeline.io.cache import verdicts as verdict_store
     cache = args.cache
     if cache is None:
         from scale import first_rows, pair_copies

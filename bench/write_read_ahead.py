@@ -35,11 +35,11 @@ from common import ROOT, log, positive, spread
 from scale import drop_page_cache, pair_copies
 
 sys.path.insert(0, str(ROOT))
-from beam_pipeline.core import verdicts  # noqa: E402
+from beam_pipeline.core.rerun import verdicts
 from beam_pipeline.core.checks import Limits  # noqa: E402
 from beam_pipeline.core.records import PairRef, ValidPair  # noqa: E402
 from beam_pipeline.core.validation import Checked  # noqa: E402
-from beam_pipeline.io import verdict_store  # noqa: E402
+from beam_pipeline.io.cache import spill as spill_store
 from beam_pipeline.stages import pairs as stage_pairs, write  # noqa: E402
 from beam_pipeline.stages.specs import CheckSpec, WriteSpec  # noqa: E402
 
@@ -54,7 +54,7 @@ def valid_pairs(listing: Path, count: int, spec: CheckSpec, spill: Path) -> list
     with listing.open(encoding="utf-8") as handle:
         rows = [next(handle).strip().split(",")[:2] for _ in range(count + 1)][1:]
     found = []
-    writers = {}
+    spills = {}
     for image, mask in rows:
         ref = PairRef(key=image, source_id=image, image=str(folder / image), mask=str(folder / mask), split="train")
         read = stage_pairs.read_files(ref, spec)
@@ -63,12 +63,12 @@ def valid_pairs(listing: Path, count: int, spec: CheckSpec, spill: Path) -> list
             raise RuntimeError(f"{image}: {checked}")
         pair = checked.pair
         bucket = verdicts.bucket_of(ref.key)
-        writer = writers.get(bucket) or writers.setdefault(
-            bucket, verdict_store.PartWriter(str(spill), bucket, "20261204T000000Z-00000001"))
-        pair = dataclasses.replace(pair, spill=writer.spill(pair, *stage_pairs.stored_files(checked, read[1], spec)))
+        spilled = spills.get(bucket) or spills.setdefault(
+            bucket, spill_store.BucketSpill(str(spill), bucket, "20261204T000000Z-00000001"))
+        pair = dataclasses.replace(pair, spill=spilled.append(pair, *stage_pairs.stored_files(checked, read[1], spec)))
         found.append(pair)
-    for writer in writers.values():
-        writer.close()
+    for spilled in spills.values():
+        spilled.seal()
     return found
 
 

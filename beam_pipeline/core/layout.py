@@ -9,7 +9,7 @@ An output folder holds versions of one dataset::
 
 A run writes only into its own ``runs/<run_id>/``; nothing a reader uses changes until the run
 writes ``manifest.json``, in one write, after everything else exists. A version may also name shards
-that earlier runs wrote in their folders (core/versions.py), so every path inside a manifest is
+that earlier runs wrote in their folders (core/rerun/versions.py), so every path inside a manifest is
 relative to the output folder (format 3; formats 1 and 2 named paths relative to their version folder:
 :func:`resolve` reads both). Each version folder also keeps a copy of its own manifest
 (``VERSION_MANIFEST``), which garbage collection reads to know what the kept versions still name.
@@ -30,7 +30,7 @@ CACHE_DIR = "cache"                         # the verdict cache by default (--ca
 # Inside a version folder (paths relative to it):
 STATS = "stats.json"
 TRANSFORM_DIR = "transform"                 # tf.Transform: transform_fn/, transformed_metadata/, metadata/
-ADOPTED_DIR = "resumed"        # <version>/resumed/: shards a re-run adopted from a killed run's spill (stages/adopt.py)
+ADOPTED_DIR = "resumed"        # <version>/resumed/: shards a re-run adopted from a killed run's spill (stages/rerun/adopt.py)
 RAW_METADATA_DIR = "metadata"               # inside TRANSFORM_DIR: the raw feature schema
 REJECTS_PREFIX = "rejects/rejects"          # + -00000-of-00001.jsonl
 CLASS_INDEX_PREFIX = "class_index/class_index"

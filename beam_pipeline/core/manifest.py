@@ -202,9 +202,9 @@ def lineage_summary(settled: Dict[str, int], cache_folder: Optional[str], shards
     their files' versions, ``rehashed``: from the cache after their bytes were hashed; ``not_spilled``: of
     those validated afresh, how many the writer read again, their bytes not kept by ``--spill``) and the
     cache it used (docs/cache.md); which records it wrote into its own shards (``version``), kept from earlier runs'
-    shards, deleted and compacted (``settled``'s ``kept``, ``deleted``, ``compacted``: stages/reuse.py), adopted
+    shards, deleted and compacted (``settled``'s ``kept``, ``deleted``, ``compacted``: stages/rerun/reuse.py), adopted
     from a killed run's spill files without a copy (``adopted``, in shards under ``<version>/resumed/``,
-    ``bytes_adopted``: stages/adopt.py), the
+    ``bytes_adopted``: stages/rerun/adopt.py), the
     runs whose shards it keeps, the bytes it wrote, and why nothing was kept when nothing was (``rewritten``;
     docs/incremental.md). The launcher adds ``parent_run_id``, the version the output held before."""
     shards = list(shards)

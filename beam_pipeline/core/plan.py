@@ -14,7 +14,7 @@ from beam_pipeline.core.balance import class_repeat_factors, expected_growth, im
 from beam_pipeline.core.records import VALID
 from beam_pipeline.core.selection import TRAIN
 from beam_pipeline.core.sharding import num_shards_for
-from beam_pipeline.core.verdicts import NUM_BUCKETS, VERDICTS_PER_PART
+from beam_pipeline.core.rerun.verdicts import NUM_BUCKETS, VERDICTS_PER_PART
 
 # Work the pipeline does per pair beyond what the sample measures (validation, the re-read,
 # the digest and the encoding): Beam's per-element overhead, the shuffles and tf.Transform.
@@ -35,7 +35,7 @@ WRITER_READ_AHEAD = 2        # write.READ_THREADS: records read ahead while a sh
 # s3io.S3Downloader) and one ranged GET per 16 MiB (their read buffer); pairs.read_file stops at the short
 # read that ends a file, so a file of up to 16 MiB costs 2. Counted against a GCS JSON-API emulator.
 REQUESTS_PER_OPEN = 2
-SPILL_REQUESTS_PER_RECORD = 1   # the writer's read of a record's spill entry: one ranged GET (io/ranges.read_ranges)
+SPILL_REQUESTS_PER_RECORD = 1   # the writer's read of a record's spill entry: one ranged GET (io/streams.read_ranges)
 LIST_PAGE_OBJECTS = 1000     # objects per listing page (GCS objects.list, S3 ListObjectsV2)
 # Writing a shard: GCS resumable upload (gcsio.BeamBlobWriter): a start request and one per 16 MiB chunk;
 # S3 multipart upload (s3io.S3Uploader): create, one part per 5 MiB, complete. Then publishing moves the
@@ -154,7 +154,7 @@ def object_store_requests(*, files_per_pair: int, validated_pairs: int, written_
 
     Every validated pair's files are opened once by validation: REQUESTS_PER_OPEN GETs each. With the
     verdict cache on, validation first asks each file's version (one metadata request; its pre-key,
-    docs/cache.md), and keeps the bytes each record stores in the cache's spill (core/spill.py): a spill
+    docs/cache.md), and keeps the bytes each record stores in the cache's spill (core/rerun/spill.py): a spill
     file beside each verdicts part, about the input's bytes in all. The writer then reads each record's
     spill entry (SPILL_REQUESTS_PER_RECORD, on the cache's store; repeat-factor copies included) and no
     source file. Without the cache it opens every written record's files again to re-read and verify them.

@@ -2,7 +2,7 @@
 
 None of them holds pixels or file bytes: the shuffle carries references and
 metadata only. The writer takes a pair's bytes from validation's spill
-(core/spill.py: a reference, checked by its CRC32C), or reads them again from
+(core/rerun/spill.py: a reference, checked by its CRC32C), or reads them again from
 the source files and checks them against the digest taken at validation.
 """
 
@@ -13,6 +13,7 @@ import struct
 from typing import Iterator, Optional, Tuple
 
 from beam_pipeline.core.repeat_weights import weight_units
+from beam_pipeline.core.sharding import shard_name_parts
 
 Metadata = Tuple[Tuple[str, object], ...]
 
@@ -125,7 +126,7 @@ class ValidPair(_CompactPickle):
     ``ignore_pixels`` those equal to the ignore label. For classification the
     mask fields are empty and ``label`` is the class id.
     No file's bytes cross a shuffle, only this metadata: ``spill`` says where
-    validation left the bytes the record stores (core/spill.py; empty when it did
+    validation left the bytes the record stores (core/rerun/spill.py; empty when it did
     not), and without it the writer reads the source files again, converting a
     file that validation converted (to RGB PNG, or 8-bit grey PNG) the same way.
     """
@@ -150,7 +151,7 @@ class ValidPair(_CompactPickle):
     stratum: int = -1                     # --balance strata: the image's rarest class; -1 otherwise.
     repeat_factor: float = 1.0            # The image's repeat factor (train split, when balancing).
     source_pixels: Tuple[Tuple[int, int], ...] = ()   # Mapped masks: (source value or colour, pixels).
-    spill: Tuple = ()                     # core/spill.SpillRef of the stored bytes, or () (read the sources).
+    spill: Tuple = ()                     # core/rerun/spill.SpillRef of the stored bytes, or () (read the sources).
 
     @property
     def shard_group(self) -> str:
@@ -198,7 +199,7 @@ class ShardInfo(_CompactPickle):
     stratum: int = -1
     repeat_weight: int = 0               # Sum of the records' repeat factors, exact (core/balance.weight_units).
     mask_values: Tuple[Tuple[int, int, int], ...] = ()   # Mapped masks: (source, pixels, images), originals only.
-    keys: str = ""                        # The shard's keys file (core/versions.py), relative to the output.
+    keys: str = ""                        # The shard's keys file (core/rerun/versions.py), relative to the output.
     class_index: str = ""                 # The shard's part of the class index ("" when it has no train record).
     side_files: Tuple[Tuple[str, int, str], ...] = ()    # (path, bytes, sha256) of the two files above.
     deleted: Tuple[int, ...] = ()         # Record indices (0-based, in file order) the version does not hold.
@@ -214,8 +215,11 @@ class Refusal:
     message: str                          # one line for the user
 
 
-class ClassTally:
-    """Running per-class counts over written examples: presence, pixels, ignore pixels."""
+class ShardTally:
+    """Running counts over a shard's live records, in file order: per class presence, pixels and repeat weight, the
+    ignore pixels, the mapped masks' source values, and the records, originals, repeat weight and framed bytes. Its
+    :meth:`info` is the one place a shard's ShardInfo is built (the writer's shards, the ones a re-run adopts, and
+    the parent shards it keeps)."""
 
     def __init__(self, num_classes: int):
         self._images = [0] * num_classes
@@ -224,8 +228,31 @@ class ClassTally:
         self.ignore = 0
         self._sources = {}                 # mapped masks' source value -> [pixels, images], originals only
         self._weighted = [0] * num_classes     # the records' repeat factors summed per class they hold (exact)
+        self.originals = self.weight = self.live_bytes = 0
 
-    def add(self, pair: ValidPair) -> None:
+    def add(self, pair: ValidPair, framed_bytes: int = 0) -> None:
+        """The next live record, of ``pair``, ``framed_bytes`` long."""
+        self.originals += pair.copy == 0
+        self.weight += weight_units(pair.repeat_factor)
+        self.live_bytes += framed_bytes
+        self._add_classes(pair)
+
+    def info(self, path: str, group: str, split: str, *, records: int, bytes: int, sha256: str,
+             side_files: Tuple[str, str, Tuple[Tuple[str, int, str], ...]] = ("", "", ()),
+             deleted: Tuple[int, ...] = (), stratum: int = -1) -> "ShardInfo":
+        """The ShardInfo of the shard at ``path`` (its name gives its index and count: core/sharding.py) holding
+        ``records`` records (the deleted ones too) in ``bytes`` bytes; ``side_files``: its keys file, its part of
+        the class index, and their (path, bytes, sha256)."""
+        _, index, num_shards = shard_name_parts(path)
+        keys, class_index, files = side_files
+        return ShardInfo(group=group, split=split, index=index, num_shards=num_shards, path=path, records=records,
+                         bytes=bytes, sha256=sha256, originals=self.originals, class_images=self.images(),
+                         class_pixels=self.pixels(), ignore_pixels=self.ignore, stratum=stratum,
+                         repeat_weight=self.weight, mask_values=self.mask_values(), keys=keys,
+                         class_index=class_index, side_files=files, deleted=tuple(deleted),
+                         class_repeat_weight=self.weighted(), live_bytes=self.live_bytes if deleted else -1)
+
+    def _add_classes(self, pair: ValidPair) -> None:
         for c in pair.present_classes:
             if 0 <= c < len(self._weighted):
                 self._weighted[c] += weight_units(pair.repeat_factor)

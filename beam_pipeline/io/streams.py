@@ -13,6 +13,11 @@
 * :func:`create_for_write`: a write handle that may stay empty; on s3:// Beam's writer is opened at
   the first byte, and a handle closed without any becomes an empty object (:func:`create_empty`).
   Beam's text sinks write through it (the rejects and class-index files, empty on a clean corpus).
+* :func:`read_ranges`: byte ranges of a file, for validation's spill (io/cache/spill.py): on gs:// and s3://
+  exactly the bytes asked for, in one ranged GET. Beam's readers cost a metadata request per open and then
+  fetch from the offset on, up to their 16 MiB buffer: for a 250 KB entry in a spill file of hundreds of MB
+  that is two requests and up to 64 times the bytes. The S3 client below (one per thread) and Beam's GCS
+  client make the request.
 * :func:`copy_tree`: a local folder to any filesystem, with the SHA-256 of every file, each object
   read back and compared before the copy counts as done.
 * Retries: botocore retries each S3 request (``standard`` mode: exponential backoff with jitter on
@@ -92,7 +97,7 @@ def _filesystem(path: str):
 
 
 def file_version(path: str) -> Optional[str]:
-    """A cheap pre-key of a file's bytes, with no read of them (the verdict cache, core/verdicts.py):
+    """A cheap pre-key of a file's bytes, with no read of them (the verdict cache, core/rerun/verdicts.py):
     ``size:mtime_ns:inode:ctime_ns`` locally, ``size:generation:crc32c`` on gs://, ``size:etag:version_id``
     on s3://; None when the file is missing or the store cannot say. Equal versions are taken as equal
     bytes: what a version cannot see (an edit that keeps size, mtime and ctime; a multipart S3 ETag is
@@ -273,3 +278,37 @@ def copy_tree(local_root: str, target_root: str) -> Dict[str, Tuple[str, int]]:
         if found != expected:
             raise IOError(f"copy of {relative} to {target_root} differs: sent {expected}, stored {found}")
     return sent
+
+
+def read_ranges(path: str, offset: int, lengths: Tuple[int, ...]) -> Tuple[bytes, ...]:
+    """The consecutive byte ranges of ``lengths`` from ``offset`` of ``path``: on gs:// and s3:// one ranged GET
+    of exactly those bytes (an open through Beam's readers costs a metadata request and fetches from the
+    offset up to 16 MiB), locally a read per range; raises when the file is missing or shorter."""
+    total = sum(lengths)
+    if path.startswith(S3_SCHEME) or path.startswith("gs://"):
+        data = _ranged_get(path, offset, total) if total else b""
+        if len(data) != total:
+            raise IOError(f"{path} holds {len(data)} of the {total} bytes asked for at offset {offset}")
+        out, start = [], 0
+        for length in lengths:
+            out.append(data[start:start + length])
+            start += length
+        return tuple(out)
+    with open_for_read(path) as handle:
+        handle.seek(offset)
+        out = tuple(handle.read(length) if length else b"" for length in lengths)
+    if sum(len(part) for part in out) != total:
+        raise IOError(f"{path} ends before the {total} bytes asked for at offset {offset}")
+    return out
+
+
+def _ranged_get(path: str, offset: int, length: int) -> bytes:
+    if path.startswith(S3_SCHEME):
+        from apache_beam.io.aws.s3io import parse_s3_path
+        bucket, key = parse_s3_path(path)
+        response = s3_client(path).get_object(Bucket=bucket, Key=key,
+                                                      Range=f"bytes={offset}-{offset + length - 1}")
+        return response["Body"].read()
+    bucket, _, name = path[len("gs://"):].partition("/")
+    client = FileSystems.get_filesystem(path)._gcsIO().client        # noqa: SLF001 - Beam's client
+    return client.bucket(bucket).blob(name).download_as_bytes(start=offset, end=offset + length - 1, checksum=None)

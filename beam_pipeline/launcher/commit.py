@@ -26,7 +26,8 @@ import uuid
 from typing import List, Optional
 
 from beam_pipeline import phases
-from beam_pipeline.core import digests, layout, paths, versions
+from beam_pipeline.core import digests, layout, paths
+from beam_pipeline.core.rerun import versions
 from beam_pipeline.core.failures import RunFailed
 from beam_pipeline.io import files
 from beam_pipeline.io.stores.base import Store

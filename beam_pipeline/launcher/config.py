@@ -14,8 +14,8 @@ from beam_pipeline.core.checks import Limits
 from beam_pipeline.core.filter_expr import FilterExpression, parse_filter
 from beam_pipeline.core.gates import DEFAULT_MAX_REJECT_FRACTION
 from beam_pipeline.core.selection import SplitSpec, parse_split
-from beam_pipeline.core.verdicts import fingerprint
-from beam_pipeline.core.versions import COMPACT_ALL, ParentSpec, parent_shards, record_layout, reuse_refusal
+from beam_pipeline.core.rerun.verdicts import fingerprint
+from beam_pipeline.core.rerun.versions import COMPACT_ALL, ParentSpec, parent_shards, record_layout, reuse_refusal
 from beam_pipeline.launcher.options import CorpusOptions, CorpusOptionsError, csv_list
 from beam_pipeline.stages.specs import (CLASS_FOLDERS, LISTING, PAIRED, AdoptSpec, BalanceSpec, CacheSpec, CheckSpec,
                                         DiscoverSpec, PublishSpec, SelectSpec, StatsSpec, WriteSpec)
@@ -72,9 +72,9 @@ class CorpusConfig:
     cache_dir: Optional[str] = None         # None: OUTPUT/cache
     revalidate: bool = False
     cache_audit: float = 0.0
-    spill: str = "auto"                     # auto | always | never (io/spill_store.SpillRoom)
+    spill: str = "auto"                     # auto | always | never (io/cache/spill.SpillRoom)
     maps: MapOptions = MapOptions()
-    compact: str = "auto"                   # auto | never | all (core/versions.py)
+    compact: str = "auto"                   # auto | never | all (core/rerun/versions.py)
 
     @property
     def num_classes(self) -> int:
@@ -120,7 +120,7 @@ class CorpusConfig:
                          spill_file_bytes=self.target_shard_bytes)
 
     def record_layout(self, versions: dict) -> str:
-        """What the written records' bytes and groups depend on beyond the pairs (core/versions.record_layout)."""
+        """What the written records' bytes and groups depend on beyond the pairs (core/rerun/versions.record_layout)."""
         return record_layout(fingerprint(dataclasses.asdict(self.check_spec()), versions), self.balance)
 
     def parent_spec(self, previous: Optional[dict], versions: dict) -> Tuple[Optional[ParentSpec], Optional[str]]:
@@ -144,7 +144,7 @@ class CorpusConfig:
                          version=layout.version_entry(data_dir))
 
     def adopt_spec(self, data_dir: str, cache: CacheSpec) -> AdoptSpec:
-        """Adopting a killed run's spill (stages/adopt.py): the cache and output local, and not --compact all."""
+        """Adopting a killed run's spill (stages/rerun/adopt.py): the cache and output local, and not --compact all."""
         local = cache.folder is not None and not any(paths.split_scheme(f)[0] for f in (cache.folder, data_dir))
         return AdoptSpec(data_dir, layout.version_entry(data_dir), cache.run_id, self.num_classes, self.balance,
                          self.compact, enabled=local and self.compact != COMPACT_ALL)

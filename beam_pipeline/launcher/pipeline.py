@@ -14,16 +14,16 @@ from beam_pipeline.core.gates import count_refusal, reject_refusal
 from beam_pipeline.core.selection import SplitSpec
 from beam_pipeline.io import stores
 from beam_pipeline.launcher import launch, runners, watch
-from beam_pipeline.launcher.cache import claim_cache, collect_cache
+from beam_pipeline.launcher.rerun.cache import claim_cache, collect_cache
 from beam_pipeline.launcher.commit import OutputRun
 from beam_pipeline.launcher.config import CorpusConfig
 from beam_pipeline.launcher.options import CorpusOptionsError
-from beam_pipeline.stages.adopt import AdoptKilledSpill
+from beam_pipeline.stages.rerun.adopt import AdoptKilledSpill
 from beam_pipeline.stages.balance_split import BalanceTrainSplit
 from beam_pipeline.stages.counters import SHUFFLE, counter_total
 from beam_pipeline.stages.discover import ReadCorpus
 from beam_pipeline.stages.publish import PublishOutputs, read_result
-from beam_pipeline.stages.reuse import KeepParentRecords
+from beam_pipeline.stages.rerun.reuse import KeepParentRecords
 from beam_pipeline.stages.select import SelectSubset
 from beam_pipeline.stages.validate import DeduplicatePairs, ValidatePairs
 from beam_pipeline.stages.specs import CacheSpec, ShuffleSpec

@@ -57,7 +57,7 @@ def _load_worker_libraries(compute_stats: bool) -> None:
 
 def _measure(packed_ref: bytes, spec: CheckSpec, spill: bool = True) -> PairSample:
     """The pipeline's per-pair work on one pair, timed in CPU seconds. With the verdict cache (``spill``) the
-    writer encodes the bytes validation kept (core/spill.py), without it it reads the files again."""
+    writer encodes the bytes validation kept (core/rerun/spill.py), without it it reads the files again."""
     started = time.process_time()
     ref = unpack(packed_ref)
     ref_bytes = len(packed_ref)

@@ -10,7 +10,8 @@ import dataclasses
 import hashlib
 from typing import Iterable, Iterator, List, Optional, Tuple, Union
 
-from beam_pipeline.core import paths, reasons, selection, spill
+from beam_pipeline.core import paths, reasons, selection
+from beam_pipeline.core.rerun import spill
 from beam_pipeline.core.checks import Rejection
 from beam_pipeline.core.example import Pieces, frame_pieces, pair_record_pieces
 from beam_pipeline.core.masks import stored_mask
@@ -18,7 +19,8 @@ from beam_pipeline.core.hashing import stable_hash
 from beam_pipeline.core.pairing import pair_by_mask_path
 from beam_pipeline.core.records import FILTERED, Outcome, PairRef, ValidPair
 from beam_pipeline.core.validation import Checked, checked_classification, checked_segmentation
-from beam_pipeline.io import folders, listing, spill_store, streams
+from beam_pipeline.io import folders, listing, streams
+from beam_pipeline.io.cache import spill as spill_store
 from beam_pipeline.stages.specs import CLASS_FOLDERS, LISTING, PAIRED, CheckSpec, DiscoverSpec, SelectSpec
 
 Discovered = Union[PairRef, Outcome]
@@ -245,12 +247,12 @@ def record(pair: ValidPair, spec: CheckSpec) -> Union[bytes, Rejection]:
 
 def record_pieces(pair: ValidPair, spec: CheckSpec) -> Union[Pieces, Rejection]:
     """The serialized example, as pieces (core/example.py): from validation's spill when the pair has one
-    (core/spill.py), else from both files read again and checked against their digests.
+    (core/rerun/spill.py), else from both files read again and checked against their digests.
 
     Read from the sources, files that validation converted (to RGB PNG, or 8-bit grey PNG) are
     converted again, without running the checks (core.example.pair_record). The spill holds the record
     itself, so the record's bytes are the same either way. A spill that is gone or damaged
-    (io/spill_store.read_spilled) sends the writer to the sources.
+    (io/cache/spill.read_spilled) sends the writer to the sources.
     """
     framed = _spilled(pair)
     if framed is not None:

@@ -64,13 +64,13 @@ class CheckSpec:
 
 @dataclasses.dataclass(frozen=True)
 class CacheSpec:
-    """The verdict cache (ValidatePairs; core/verdicts.py, io/verdict_store.py): where, and how far to trust it."""
+    """The verdict cache (ValidatePairs; core/rerun/verdicts.py, io/cache/verdicts.py): where, and how far to trust it."""
     folder: Optional[str] = None             # CACHE/<fingerprint>; None: no cache (--no_cache)
     run_id: str = ""                         # names this run's parts; salts the audit's draw
     revalidate: bool = False                 # hash every file, reuse a verdict only for the same bytes
     audit: float = 0.0                       # the share of pre-key hits hashed all the same
     committed_run: str = ""                  # the last run to commit: its spill, and older ones, are collected
-    spill: str = "auto"                      # --spill: auto | always | never (io/spill_store.SpillRoom)
+    spill: str = "auto"                      # --spill: auto | always | never (io/cache/spill.SpillRoom)
     shards_folder: Optional[str] = None      # where the shards go: --spill auto keeps room for them there
     spill_file_bytes: int = 128 * 1024 * 1024   # a local spill file's size before the next (--target_shard_bytes)
 
@@ -125,7 +125,7 @@ class PublishSpec:
     mask_map: Optional[MaskMap] = None       # the maps the run read masks or labels through (core/label_maps.py)
     label_map: Optional[LabelMap] = None
     version: str = ""                        # data_dir as manifests name it (runs/<run_id>): see core/layout.py
-    record_layout: str = ""                  # what the records' bytes depend on (core/versions.record_layout)
+    record_layout: str = ""                  # what the records' bytes depend on (core/rerun/versions.record_layout)
     rewritten: Optional[str] = None          # why no parent record is kept (None: the parent's are kept)
 
 

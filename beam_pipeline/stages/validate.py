@@ -2,9 +2,9 @@
 
 ValidatePairs reads both files of every pair (bounded by --max_file_bytes),
 decodes them fully and checks them (beam_pipeline/stages/pairs.py, core/checks.py),
-unless the verdict cache holds the pair's verdict (core/verdicts.py, docs/cache.md).
-A pair validated afresh leaves its record in the cache's spill (core/spill.py), where the
-shard writer takes it, and where a re-run after a kill adopts it (stages/adopt.py).
+unless the verdict cache holds the pair's verdict (core/rerun/verdicts.py, docs/cache.md).
+A pair validated afresh leaves its record in the cache's spill (core/rerun/spill.py), where the
+shard writer takes it, and where a re-run after a kill adopts it (stages/rerun/adopt.py).
 Input: PairRef. Output: ValidPair (main), rejected Outcome (``rejected``), each
 reason counted by a Beam counter ``ValidatePairs:rejected_<reason>``, and how
 many pairs were validated afresh or taken from the cache (``cache``).
@@ -20,13 +20,15 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 
 from beam_pipeline import phases
-from beam_pipeline.core import reasons, spill
+from beam_pipeline.core import reasons
+from beam_pipeline.core.rerun import spill
 from beam_pipeline.core.checks import Rejection
 from beam_pipeline.core.progress import DUPLICATES, REJECTED_PREFIX, VALID
 from beam_pipeline.core.hashing import sha256_hex
 from beam_pipeline.core.records import DUPLICATE, REJECTED, Outcome, PairRef, ValidPair, pack, unpack
-from beam_pipeline.core.verdicts import REHASH, REUSE, Verdict, audited, bucket_of, decide, same_content
-from beam_pipeline.io import spill_store, streams, verdict_store
+from beam_pipeline.core.rerun.verdicts import REHASH, REUSE, Verdict, audited, bucket_of, decide, same_content
+from beam_pipeline.io import streams
+from beam_pipeline.io.cache import spill as spill_store, verdicts as verdict_store
 from beam_pipeline.stages import counters, pairs, worker
 from beam_pipeline.stages.shuffle import GroupPackedByKey
 from beam_pipeline.stages.specs import REJECTED_TAG, CacheSpec, CheckSpec, ShuffleSpec
@@ -45,11 +47,11 @@ class ValidateBucketFn(counters.CountingDoFn):
     """(verdict bucket, [PairRef, ...]) -> ValidPair, a rejected Outcome with a reason code, and at the end
     of the bucket how its pairs were settled (CACHE_TAG).
 
-    With a cache (CacheSpec.folder) each pair's verdict is looked up first (core/verdicts.py): reused
+    With a cache (CacheSpec.folder) each pair's verdict is looked up first (core/rerun/verdicts.py): reused
     without reading the files when their versions are the verdict's, after hashing them when their
     bytes are, and taken afresh otherwise; every verdict of the bucket is written again to this run's
-    parts, and the bucket's older parts are removed once it is done (io/verdict_store.py). A pair validated
-    afresh keeps its stored bytes in the spill as ``--spill`` allows (io/spill_store.SpillRoom, given the
+    parts, and the bucket's older parts are removed once it is done (io/cache/verdicts.py). A pair validated
+    afresh keeps its stored bytes in the spill as ``--spill`` allows (io/cache/spill.SpillRoom, given the
     number of selected pairs ``selected``)."""
 
     def __init__(self, spec: CheckSpec, cache: CacheSpec):
@@ -73,12 +75,14 @@ class ValidateBucketFn(counters.CountingDoFn):
                                                   self._cache.shards_folder, selected)
         self._not_spilled = 0
         verdicts = verdict_store.load(folder, bucket) if folder else {}
-        writer = (verdict_store.PartWriter(folder, bucket, self._cache.run_id,
-                                            spill_file_bytes=self._cache.spill_file_bytes) if folder else None)
+        writer = spilled = None
+        if folder:
+            spilled = spill_store.BucketSpill(folder, bucket, self._cache.run_id, self._cache.spill_file_bytes)
+            writer = verdict_store.PartWriter(folder, bucket, self._cache.run_id, before_commit=spilled.seal)
         settled = {FRESH: 0, FROM_CACHE: 0, REHASHED: 0}
         for ref in refs:
             phases.reached(phases.VALIDATE)
-            result, how, verdict = self._settle(ref, verdicts.get(ref.key), writer)
+            result, how, verdict = self._settle(ref, verdicts.get(ref.key), spilled)
             settled[how] += 1
             self._how[how].inc()
             if writer is not None and verdict is not None:
@@ -99,9 +103,9 @@ class ValidateBucketFn(counters.CountingDoFn):
             if n:
                 yield beam.pvalue.TaggedOutput(CACHE_TAG, (how, n))
 
-    def _settle(self, ref: PairRef, cached: Optional[Verdict], writer: Optional[verdict_store.PartWriter]):
+    def _settle(self, ref: PairRef, cached: Optional[Verdict], spilled: Optional[spill_store.BucketSpill]):
         """(ValidPair or Rejection, how it was settled, the verdict to keep or None). A pair validated afresh
-        leaves its stored bytes in ``writer``'s spill, for the shard writer (core/spill.py)."""
+        leaves its stored bytes in the bucket's spill, for the shard writer (core/rerun/spill.py)."""
         cache = self._cache
         if cache.folder is None:
             result, bytes_read = pairs.check(ref, self._spec)
@@ -126,7 +130,7 @@ class ValidateBucketFn(counters.CountingDoFn):
         if isinstance(checked, Rejection):
             result = checked
         else:
-            result, refused = _spilled(checked, mask, self._spec, writer, self._room)
+            result, refused = _spilled(checked, mask, self._spec, spilled, self._room)
             self._not_spilled += refused
         if digests is None:              # a valid pair carries the digests validation took; hash only a rejected one
             digests = ((result.image_sha256, result.mask_sha256) if isinstance(result, ValidPair)
@@ -134,7 +138,7 @@ class ValidateBucketFn(counters.CountingDoFn):
         return result, FRESH, verdict_of(ref, versions, digests, result)
 
 
-def _spilled(checked, mask: bytes, spec: CheckSpec, writer: verdict_store.PartWriter,
+def _spilled(checked, mask: bytes, spec: CheckSpec, spilled: spill_store.BucketSpill,
              room: spill_store.SpillRoom) -> Tuple[ValidPair, bool]:
     """(the pair, with its stored bytes in the spill of the part its verdict goes to when ``room`` allows;
     whether ``room`` refused them)."""
@@ -143,7 +147,7 @@ def _spilled(checked, mask: bytes, spec: CheckSpec, writer: verdict_store.PartWr
         return checked.pair, False
     if not room.allows(len(stored[0]) + len(stored[1])):
         return checked.pair, True
-    return dataclasses.replace(checked.pair, spill=writer.spill(checked.pair, *stored)), False
+    return dataclasses.replace(checked.pair, spill=spilled.append(checked.pair, *stored)), False
 
 
 def _digests(image: bytes, mask: bytes):

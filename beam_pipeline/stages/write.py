@@ -32,11 +32,11 @@ from beam_pipeline.core import paths
 from beam_pipeline.core.checks import Rejection
 from beam_pipeline.core.failures import write_failed
 from beam_pipeline.core.progress import PAIRS_WRITTEN, RECORDS_WRITTEN, REJECTED_PREFIX
-from beam_pipeline.core.records import REJECTED, Outcome, ShardInfo, ValidPair
+from beam_pipeline.core.records import REJECTED, Outcome, ValidPair
 from beam_pipeline.core.sharding import (bucket_of, num_shards_for, pack_buckets, record_order, same_images,
                                          shard_file_name)
 from beam_pipeline.stages import counters, pairs, worker
-from beam_pipeline.stages.shard_files import CLASS_INDEX_DIR, KEYS_DIR, ShardSideFiles
+from beam_pipeline.stages.shard_files import ShardSideFiles
 from beam_pipeline.stages.shuffle import GroupPackedByKey, Materialize
 from beam_pipeline.stages.specs import REJECTED_TAG, ShuffleSpec, WriteSpec
 
@@ -96,7 +96,6 @@ class WriteShardFn(counters.CountingDoFn):
         name = shard_file_name(group, index, num_shards)
         side = ShardSideFiles(self._spec.data_dir, self._spec.version, name, self._spec.check.limits.num_classes)
         digest = hashlib.sha256()
-        originals = 0
         split = stratum = None
         ordered = sorted(group_pairs, key=_order_key)
         path = paths.join(self._spec.data_dir, name)
@@ -120,20 +119,12 @@ class WriteShardFn(counters.CountingDoFn):
                 if side.records == 0:
                     phases.reached(phases.WRITE_SHARD)
                 side.add(pair, framed_bytes)
-                originals += pair.copy == 0
                 self._records.inc()
                 if pair.copy == 0:
                     self._pairs.inc()
-        self._bytes.inc(side.live_bytes)
-        files = side.close()
-        tally = side.tally
-        yield ShardInfo(group=group, split=split or group, index=index, num_shards=num_shards, path=side.shard_path,
-                        records=side.records, bytes=side.live_bytes, sha256=digest.hexdigest(), originals=originals,
-                        class_images=tally.images(), class_pixels=tally.pixels(), ignore_pixels=tally.ignore,
-                        stratum=-1 if stratum is None else stratum, repeat_weight=side.weight,
-                        mask_values=tally.mask_values(), class_repeat_weight=tally.weighted(),
-                        keys=files.get(KEYS_DIR, ("",))[0],
-                        class_index=files.get(CLASS_INDEX_DIR, ("",))[0], side_files=tuple(files.values()))
+        self._bytes.inc(side.tally.live_bytes)
+        yield side.info(group, split or group, bytes=side.tally.live_bytes, sha256=digest.hexdigest(),
+                        stratum=-1 if stratum is None else stratum)
 
     def _records_in_order(self, ordered: Iterable[ValidPair]) -> Iterator[Tuple[ValidPair, object]]:
         """(pair, record or Rejection) in the given order, prepared a few records ahead on threads.

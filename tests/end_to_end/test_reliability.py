@@ -205,7 +205,7 @@ def matrix(corpus_dir, reference, tmp_path_factory):
     assert record["rerun"][0] == 0, record["rerun"][1][-5000:]
     record["rerun_verified"] = verify(str(out))
     # The last kill came after every record was written: the re-run adopts the killed run's spill files as its
-    # shards (stages/adopt.py), so the version holds a fresh run's records, in shards laid out as the kill left them.
+    # shards (stages/rerun/adopt.py), so the version holds a fresh run's records, in shards laid out as the kill left them.
     assert record_differences(reference[0], out) == []
     record["rerun_same"] = True
     overwrite = [*args, "--overwrite", "--compact", "all"]   # the same input: all written again, not kept
@@ -319,8 +319,8 @@ def test_the_overwrite_rerun_equals_a_clean_run_and_keeps_one_previous_version(m
 # --------------------------------------------------------------------------
 def committed_verdicts(out: Path) -> dict:
     """Every verdict in the committed parts of the output's cache (one fingerprint), read as a re-run does."""
-    from beam_pipeline.core.verdicts import NUM_BUCKETS
-    from beam_pipeline.io import verdict_store
+    from beam_pipeline.core.rerun.verdicts import NUM_BUCKETS
+    from beam_pipeline.io.cache import verdicts as verdict_store
     folders = [p for p in (out / "cache").iterdir() if p.is_dir()]
     assert len(folders) == 1, folders
     verdicts = {}

@@ -43,7 +43,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from beam_pipeline import phases
 from beam_pipeline.core import layout
-from beam_pipeline.io import verdict_store
+from beam_pipeline.io.cache import spill as spill_store
 from conftest import OBJECT_RUN_OPTIONS, ROOT, THREADS, assert_same_outputs, dataset_dir, manifest_of, run_cli
 from deltas import live_records, records_changed, uncacheable, write_delta
 from objstore_fixtures import CORPUS_BUCKET, unique_bucket
@@ -230,7 +230,7 @@ def test_the_whole_run_on_each_store_equals_the_local_run(store_name, local_run,
     # every record was validated afresh and written from validation's spill in OUTPUT/cache: one ranged GET of
     # its entry each (io/streams.read_ranges), and the commit collected the spill
     assert len(spill_reads(result.log)) == written_records(manifest)
-    assert not [key for key in store.keys(bucket) if key.endswith(verdict_store.SPILL_SUFFIX)]
+    assert not [key for key in store.keys(bucket) if key.endswith(spill_store.PART_SPILL_SUFFIX)]
     inputs = manifest["counts"]["discovered"]
     counts = result.counts
     print(f"\n{store_name}: {result.seconds:.1f} s (local {local_seconds:.1f} s); requests "
@@ -241,7 +241,7 @@ def test_the_whole_run_on_each_store_equals_the_local_run(store_name, local_run,
 def spill_reads(log: list) -> list:
     """The reads of validation's spill files (S3 GET, GCS media GET) in a proxy's log."""
     return [entry for entry in log if entry[2] in ("GET", "GET_MEDIA")
-            and urllib.parse.unquote(entry[1].split("?")[0]).endswith(verdict_store.SPILL_SUFFIX)]
+            and urllib.parse.unquote(entry[1].split("?")[0]).endswith(spill_store.PART_SPILL_SUFFIX)]
 
 
 def written_records(manifest: dict) -> int:

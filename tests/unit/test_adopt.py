@@ -1,4 +1,4 @@
-"""AdoptFileFn (beam_pipeline/stages/adopt.py) on real spill files: what a re-run after a kill makes of one of the
+"""AdoptFileFn (beam_pipeline/stages/rerun/adopt.py) on real spill files: what a re-run after a kill makes of one of the
 killed run's spill files. The DoFn runs as a Beam worker runs it (its process method on a grouped element); the
 files are read back with tf.data, and digests are taken here with hashlib."""
 
@@ -11,8 +11,8 @@ import apache_beam as beam
 import tensorflow as tf
 
 from beam_pipeline.core.records import PairRef, ShardInfo, ValidPair
-from beam_pipeline.io import verdict_store
-from beam_pipeline.stages.adopt import AdoptFileFn
+from beam_pipeline.io.cache import spill as spill_store, verdicts as verdict_store
+from beam_pipeline.stages.rerun.adopt import AdoptFileFn
 from beam_pipeline.stages.specs import AdoptSpec
 
 KILLED, RESUMED = "20261204T100000Z-0000aaaa", "20261204T110000Z-0000bbbb"
@@ -20,13 +20,14 @@ KILLED, RESUMED = "20261204T100000Z-0000aaaa", "20261204T110000Z-0000bbbb"
 
 def killed_spill(tmp_path: Path, count: int = 4):
     """``count`` train pairs a killed run validated and spilled into one local spill file (its parts committed)."""
-    writer = verdict_store.PartWriter(str(tmp_path / "cache" / "fp"), 7, KILLED)
+    spilled = spill_store.BucketSpill(str(tmp_path / "cache" / "fp"), 7, KILLED)
+    writer = verdict_store.PartWriter(str(tmp_path / "cache" / "fp"), 7, KILLED, before_commit=spilled.seal)
     out = []
     for i in range(count):
         ref = PairRef(key=f"k{i}", source_id=f"img{i}.jpg", image=f"/in/img{i}.jpg", label="1", split="train")
         pair = ValidPair(ref=ref, height=2, width=3, image_format="jpeg", image_sha256=f"{i:064d}",
                          image_stored_bytes=500, image_converted=False, label=1)
-        out.append(dataclasses.replace(pair, spill=writer.spill(pair, bytes([i]) * 500, b"")))
+        out.append(dataclasses.replace(pair, spill=spilled.append(pair, bytes([i]) * 500, b"")))
         writer.add(verdict_store.Verdict(key=ref.key, label="1", image_version=None, mask_version=None,
                                          image_sha256="", mask_sha256="", valid=b"v"))
     writer.close()
@@ -87,9 +88,9 @@ def test_a_mostly_deleted_file_and_a_damaged_record_go_to_the_writer(tmp_path):
 
 
 def test_a_spill_file_names_its_split_as_adoption_reads_it(tmp_path):
-    from beam_pipeline.core import spill
-    from beam_pipeline.io.spill_store import ProcessSpill
-    from beam_pipeline.stages.adopt import file_split
+    from beam_pipeline.core.rerun import spill
+    from beam_pipeline.io.cache.spill import ProcessSpill
+    from beam_pipeline.stages.rerun.adopt import file_split
     ref = ProcessSpill(str(tmp_path), KILLED, 1000).append("hold-out é", [b"x"], "a.jpg")
     assert Path(ref[0]).name.startswith(f"{KILLED}-") and spill.adoptable(ref, RESUMED)
     assert file_split(ref[0]) == spill.split_in_name("hold-out é") == "hold_out__"

@@ -40,7 +40,7 @@ CORE_FORBIDDEN = ("apache_beam", "tensorflow", "tensorflow_transform", "tfx_bsl"
 # no tf.Transform and no tfx-bsl (trainer/transform_graph.py loads the transform graph).
 TRAINER_FORBIDDEN = ("apache_beam", "beam_pipeline", "tools", "bench", "tensorflow_transform", "tfx_bsl")
 PRODUCT_FORBIDDEN = ("tools", "bench", "tests", "conftest")
-MAX_LINES = 300
+MAX_LINES = 400       # a smoke alarm, not a target: a module holds one concern whole, and one this long is read again
 LINE_LIMITED = ("beam_pipeline", "trainer", "tools", "native_stderr")
 
 
@@ -261,7 +261,7 @@ def test_the_checker_resolves_submodules_and_names():
 # --------------------------------------------------------------------------
 # House rules that a reader of the tree relies on
 # --------------------------------------------------------------------------
-def test_no_product_or_tool_file_is_over_300_lines():
+def test_no_product_or_tool_file_is_over_the_line_ceiling():
     long = []
     for folder in LINE_LIMITED:
         for path in sorted(Path(ROOT, folder).rglob("*.py")):

@@ -12,8 +12,8 @@ from PIL import Image
 from beam_pipeline.core import features, reasons
 from beam_pipeline.core.checks import Limits, Rejection
 from beam_pipeline.core.records import PairRef, ValidPair
-from beam_pipeline.core.verdicts import Verdict
-from beam_pipeline.io import verdict_store
+from beam_pipeline.core.rerun.verdicts import Verdict
+from beam_pipeline.io.cache import spill as spill_store, verdicts as verdict_store
 from beam_pipeline.stages import pairs
 from beam_pipeline.stages.specs import CheckSpec
 
@@ -135,11 +135,12 @@ def _spilled(tmp_path, image: Image.Image, mask: Image.Image, run_id="20261204T0
     ref = PairRef(key="a", source_id="a.png", image=str(tmp_path / "a.png"), mask=str(tmp_path / "a_mask.png"))
     image_bytes, mask_bytes = pairs.read_files(ref, SPEC)
     checked = pairs.checked_bytes(ref, SPEC, image_bytes, mask_bytes)
-    writer = verdict_store.PartWriter(str(tmp_path / "cache"), 3, run_id)
+    spilled = spill_store.BucketSpill(str(tmp_path / "cache"), 3, run_id)
+    writer = verdict_store.PartWriter(str(tmp_path / "cache"), 3, run_id, before_commit=spilled.seal)
     other = dataclasses.replace(checked.pair, ref=dataclasses.replace(ref, key="b", source_id="b.png"))
-    writer.spill(other, b"another pair's bytes before it", b"")
-    pair = dataclasses.replace(checked.pair, spill=writer.spill(checked.pair, *pairs.stored_files(checked, mask_bytes,
-                                                                                                   SPEC)))
+    spilled.append(other, b"another pair's bytes before it", b"")
+    pair = dataclasses.replace(checked.pair, spill=spilled.append(checked.pair, *pairs.stored_files(checked, mask_bytes,
+                                                                                                     SPEC)))
     writer.add(Verdict(key="a", label=None, image_version=None, mask_version=None, image_sha256="",
                        mask_sha256="", valid=b"v"))
     writer.close()

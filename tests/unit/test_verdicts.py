@@ -1,13 +1,14 @@
-"""The verdict cache's rules (core/verdicts.py) and its store on local disk (io/verdict_store.py)."""
+"""The verdict cache's rules (core/rerun/verdicts.py) and its store on local disk (io/cache/verdicts.py)."""
 
 import os
 from pathlib import Path
 
 import pytest
 
-from beam_pipeline.core import verdicts
-from beam_pipeline.core.verdicts import REHASH, REUSE, VALIDATE, Verdict, decide
-from beam_pipeline.io import spill_store, streams, verdict_store
+from beam_pipeline.core.rerun import verdicts
+from beam_pipeline.core.rerun.verdicts import REHASH, REUSE, VALIDATE, Verdict, decide
+from beam_pipeline.io import streams
+from beam_pipeline.io.cache import spill as spill_store, verdicts as verdict_store
 
 OPTIONS = {"task": "segmentation", "limits": {"num_classes": 8, "ignore_label": 255}, "sample_points_per_class": 8}
 VERSIONS = {"imagecodecs": "2026.3.6", "simplejpeg": "1.9.0", "pillow": "13.0.0", "numpy": "2.3.5", "tensorflow": "x"}
@@ -153,10 +154,11 @@ def parsed(framed: bytes):
 def test_local_spill_records_are_flushed_before_their_part_commits_and_collected_after_a_commit(tmp_path, monkeypatch):
     monkeypatch.setattr(verdict_store, "COMMIT_EVERY", 2)
     root, run = tmp_path / "cache", "20261204T000000Z-00000001"
-    writer = verdict_store.PartWriter(str(root / "fp"), 5, run)
+    spilled = spill_store.BucketSpill(str(root / "fp"), 5, run)
+    writer = verdict_store.PartWriter(str(root / "fp"), 5, run, before_commit=spilled.seal)
     refs = []
     for i in range(3):
-        refs.append(writer.spill(spill_pair(i, "train" if i != 1 else "val"), f"image {i}".encode(), b""))
+        refs.append(spilled.append(spill_pair(i, "train" if i != 1 else "val"), f"image {i}".encode(), b""))
         writer.add(verdict(key=f"k{i}"))
     spill_dir = root / "fp" / spill_store.SPILL_DIR
     files = sorted(path.name for path in spill_dir.iterdir())
@@ -179,8 +181,9 @@ def test_local_spill_records_are_flushed_before_their_part_commits_and_collected
 
 def test_a_local_spill_file_is_a_tfrecord_file_and_a_new_one_begins_past_the_file_size(tmp_path):
     import tensorflow as tf
-    writer = verdict_store.PartWriter(str(tmp_path / "fp"), 1, "20261204T000000Z-00000002", spill_file_bytes=600)
-    refs = [writer.spill(spill_pair(i), bytes([i]) * 100, b"") for i in range(5)]
+    spilled = spill_store.BucketSpill(str(tmp_path / "fp"), 1, "20261204T000000Z-00000002", file_bytes=600)
+    writer = verdict_store.PartWriter(str(tmp_path / "fp"), 1, "20261204T000000Z-00000002", before_commit=spilled.seal)
+    refs = [spilled.append(spill_pair(i), bytes([i]) * 100, b"") for i in range(5)]
     writer.add(verdict())
     writer.close()
     files = sorted({ref[0] for ref in refs})
@@ -193,7 +196,7 @@ def test_a_local_spill_file_is_a_tfrecord_file_and_a_new_one_begins_past_the_fil
 
 
 def test_a_spill_is_live_only_when_a_run_after_the_last_commit_wrote_it():
-    from beam_pipeline.core import spill
+    from beam_pipeline.core.rerun import spill
     killed = spill.reference("/out/cache/fp/spill/20261204T100000Z-0000aaaa-1234abcd-train-00000.spill", 0,
                              [b"fra", b"me"], "a.jpg")
     committed_before, committed_by_it = "20261204T090000Z-ffffffff", "20261204T100000Z-0000aaaa"
@@ -214,7 +217,7 @@ def test_a_spill_is_live_only_when_a_run_after_the_last_commit_wrote_it():
 
 
 def test_the_shard_reserve_is_every_selected_pair_at_the_mean_entry_size_and_a_margin():
-    from beam_pipeline.core import spill
+    from beam_pipeline.core.rerun import spill
     margin = 16 * 2 ** 20
     assert spill.shard_reserve(1000, 0, 0) == margin                         # nothing seen yet
     assert spill.shard_reserve(0, 10, 2_000_000) == margin                   # the shards are on another disk

@@ -1,4 +1,4 @@
-"""core/versions.py (what a re-run keeps, writes, deletes and compacts; what garbage collection may remove) and
+"""core/rerun/versions.py (what a re-run keeps, writes, deletes and compacts; what garbage collection may remove) and
 the TFRecord counter verify uses, on hand-made values."""
 
 import struct
@@ -6,7 +6,7 @@ import struct
 import pytest
 
 from beam_pipeline.core import digests
-from beam_pipeline.core import versions as v
+from beam_pipeline.core.rerun import versions as v
 from beam_pipeline.core.example import frame_record
 
 A, B = v.Located("runs/a/train-00000-of-00001.tfrecord", 3, "c1"), v.Located("runs/b/train-00000-of-00001.tfrecord", 0, "c2")

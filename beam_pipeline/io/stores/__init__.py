@@ -1,8 +1,8 @@
-"""What Beam's FileSystems lacks, per storage backend: the output lock, a whole-file publish, and
-cleaning up uploads a killed run left unfinished.
+"""What Beam's FileSystems lacks, per storage backend: the output lock, a whole-file publish, cleaning up
+uploads a killed run left unfinished, and a file's first bytes under another name without a copy.
 
 Everything else (reading, writing, listing, deleting) goes through Beam's FileSystems and so works on
-every scheme Beam knows. These three need guarantees FileSystems does not expose:
+every scheme Beam knows. These four need guarantees FileSystems does not expose:
 
 =====================  ==============================  ========================  ===========================
                        local disk                      gs://                     s3://
@@ -14,6 +14,7 @@ lock: take-over         under that ``flock``           compare-and-swap on the  
                                                        generation read           ETag read (``If-Match``)
 whole-file publish      temp file, fsync, os.replace   an upload appears whole   a PUT appears whole
 unfinished uploads      none                           none (sessions expire)    abort multipart uploads
+a prefix, no copy       hard link, then truncate        none: the caller copies   none: the caller copies
 =====================  ==============================  ========================  ===========================
 
 :func:`store_for` picks the backend from the output's scheme: :class:`local.LocalStore`, or the object
@@ -30,6 +31,7 @@ manifest.json (fencing).
 
 from beam_pipeline.core import paths
 from beam_pipeline.io.stores.base import Store
+from beam_pipeline.io.stores import local
 from beam_pipeline.io.stores.local import LocalStore
 
 
@@ -44,3 +46,12 @@ def store_for(output: str, options) -> Store:
     if scheme == "s3://":
         return objects.S3Store(output, options)
     raise ValueError(f"--output {output}: no lock is known for {scheme} outputs (local paths, gs:// and s3:// are)")
+
+
+def link_prefix(source: str, target: str, length: int) -> bool:
+    """Make ``target`` hold the first ``length`` bytes of ``source`` without copying them (a re-run adopting a killed
+    run's spill file as a shard: stages/rerun/adopt.py). True when done; False where the store cannot (an object
+    store, another disk), and the caller writes the bytes itself."""
+    if paths.split_scheme(source)[0] or paths.split_scheme(target)[0]:
+        return False
+    return local.link_prefix(source, target, length)

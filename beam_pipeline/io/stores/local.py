@@ -1,6 +1,6 @@
 """The output lock and whole-file publish on local disk (and any filesystem mounted on this host):
 a lock file created complete and ``link()``ed into place, held by ``flock``; publish by temp file,
-fsync and ``os.replace``."""
+fsync and ``os.replace``; a file's first bytes under another name without a copy (:func:`link_prefix`)."""
 
 import fcntl
 import json
@@ -126,3 +126,19 @@ class LocalStore(Store):
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+def link_prefix(source: str, target: str, length: int) -> bool:
+    """``target`` as a hard link to ``source``, cut to its first ``length`` bytes (the two names share the inode: the
+    source is cut too); a ``target`` already there (a retried bundle's link) is replaced. False, with nothing left
+    at ``target``, when the link cannot be made (another disk, a filesystem without hard links)."""
+    try:
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        if os.path.lexists(target):
+            os.unlink(target)
+        os.link(source, target)
+        if os.path.getsize(target) > length:
+            os.truncate(target, length)
+    except OSError:
+        return False
+    return True

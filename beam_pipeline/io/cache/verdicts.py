@@ -3,10 +3,10 @@
 Layout under the cache folder (``--cache_dir``, by default ``OUTPUT/cache``)::
 
     <fingerprint>/<bucket 0000..1023>/<run_id>-<writer>-<sequence>.verdicts
-    <fingerprint>/<bucket 0000..1023>/<run_id>-<writer>-<sequence>.records     (the part's spill, gs:// and s3://)
+    <fingerprint>/<bucket 0000..1023>/<run_id>-<spill>-<sequence>.records      (a bucket's spill, gs:// and s3://)
     <fingerprint>/spill/<run_id>-<process>-<split>-<sequence>.spill        (a process's spill, local disks)
 
-A part is the framed, packed Verdicts (core/verdicts.py) one run wrote for one bucket. A writer
+A part is the framed, packed Verdicts (core/rerun/verdicts.py) one run wrote for one bucket. A writer
 commits a part every COMMIT_EVERY verdicts or COMMIT_SECONDS (a local part is written under a
 temporary name and renamed into place; an object appears whole when its upload completes), so a run
 that is killed leaves its finished parts, and no half part, for the next run. Parts are read oldest
@@ -16,33 +16,26 @@ everything but the run's own parts goes (:func:`collect_garbage`): the cache hol
 the pairs the last run selected, and nothing older (docs/cache.md). A part that cannot be read is
 skipped with a warning: its pairs are validated again.
 
-The spill (core/spill.py) holds the records of the pairs validated afresh, framed as the shards frame them, for
-the writer of the same run or of the re-run after a kill. On a local disk each worker process appends them to one
-file per split (io/spill_store.ProcessSpill), a new one every ``--target_shard_bytes``, and flushes it before each part
-commits, so a committed verdict's record is whole in a file that a re-run after a kill adopts as a shard
-(stages/adopt.py). On object stores, where an object appears only once it is closed, each part has a spill of its
-own, closed before the part is committed. Spills go with everything else at the next commit.
+Validation's spill (io/cache/spill.py) sits beside the parts; a part commits only once the records its verdicts
+point to are whole (``PartWriter``'s ``before_commit``).
 """
 
 import logging
 import os
 import time
 import uuid
-from typing import Dict, Iterator, List, Optional
+from typing import Callable, Dict, Iterator, List, Optional
 
 from apache_beam.io.filesystems import FileSystems
 
-from beam_pipeline.core import paths, spill
-from beam_pipeline.core.example import frame_pieces, pair_example_pieces
+from beam_pipeline.core import paths
 from beam_pipeline.core.failures import write_failed
 from beam_pipeline.core.records import ValidPair, frame_packed, pack, read_framed, unpack
-from beam_pipeline.core.verdicts import VERDICTS_PER_PART, Verdict, newest
+from beam_pipeline.core.rerun.verdicts import VERDICTS_PER_PART, Verdict, newest
 from beam_pipeline.io import files
-from beam_pipeline.io.spill_store import DEFAULT_SPILL_FILE_BYTES, process_spill
 
-OWNER = "_owner.json"        # which output this cache belongs to (launcher/cache.py)
+OWNER = "_owner.json"        # which output this cache belongs to (launcher/rerun/cache.py)
 SUFFIX = ".verdicts"
-SPILL_SUFFIX = ".records"
 TEMP_PREFIX = ".tmp-"
 COMMIT_EVERY = VERDICTS_PER_PART
 COMMIT_SECONDS = 10.0
@@ -110,14 +103,14 @@ def collect_garbage(root: str, fingerprint: str, run_id: str) -> int:
 
 class PartWriter:
     """The verdicts one run writes for one bucket, in parts committed as they fill; ``close`` commits the last
-    and returns every part it committed. :meth:`spill` keeps a pair's record in the spill: the process's local
-    spill files (io/spill_store.ProcessSpill, flushed before each part commits), or on object stores the open part's."""
+    and returns every part it committed. ``before_commit`` runs before each part commits: the bucket's spill
+    (io/cache/spill.BucketSpill.seal) makes every record spilled so far whole first, so that a committed verdict's
+    record is readable."""
 
     def __init__(self, folder: str, bucket: int, run_id: str, clock=time.monotonic,
-                 spill_file_bytes: int = DEFAULT_SPILL_FILE_BYTES):
+                 before_commit: Callable[[], None] = lambda: None):
         self._folder = bucket_folder(folder, bucket)
-        self._process_spill = None
-        self._spill_args = (folder, run_id, spill_file_bytes)
+        self._before_commit = before_commit
         self._prefix = f"{run_id}-{uuid.uuid4().hex[:8]}"
         self._clock = clock
         self._local = not paths.split_scheme(folder)[0]
@@ -127,36 +120,7 @@ class PartWriter:
         self._temporary: Optional[str] = None
         self._count = 0
         self._opened = 0.0
-        self._spill = None                   # the open part's spill on an object store: (handle, path), once used
-        self._spilled = 0                    # bytes in it so far: the next entry's offset
         self.committed: List[str] = []
-
-    def spill(self, pair: ValidPair, image: bytes, mask: bytes) -> spill.SpillRef:
-        """Append the record of ``pair`` (its first copy), storing ``image`` and ``mask``, whose verdict is added
-        next; where it is."""
-        framed = frame_pieces(pair_example_pieces(pair, image, mask))
-        if self._local:
-            if self._process_spill is None:
-                self._process_spill = process_spill(*self._spill_args)
-            return self._process_spill.append(pair.ref.split or "", framed, pair.ref.source_id)
-        if self._handle is None:
-            self._open()
-        if self._spill is None:
-            path = self._path[:-len(SUFFIX)] + SPILL_SUFFIX
-            try:
-                self._spill = (FileSystems.create(path, compression_type="uncompressed"), path)
-            except OSError as error:
-                raise write_failed(path, error) from error
-            self._spilled = 0
-        handle, path = self._spill
-        try:
-            for piece in framed:
-                handle.write(piece)
-        except OSError as error:
-            raise write_failed(path, error) from error
-        ref = spill.reference(path, self._spilled, framed, pair.ref.source_id)
-        self._spilled += ref[2]
-        return ref
 
     def add(self, verdict: Verdict) -> None:
         if self._handle is None:
@@ -188,14 +152,7 @@ class PartWriter:
         self._count, self._opened = 0, self._clock()
 
     def _commit(self) -> None:
-        if self._process_spill is not None:  # the spill first: a committed part's records are whole
-            self._process_spill.flush()
-        if self._spill is not None:
-            (spilled, path), self._spill = self._spill, None
-            try:
-                spilled.close()
-            except OSError as error:
-                raise write_failed(path, error) from error
+        self._before_commit()                 # the spill first: a committed part's records are whole
         handle, self._handle = self._handle, None
         try:
             handle.close()

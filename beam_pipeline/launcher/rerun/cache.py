@@ -1,7 +1,7 @@
 """The verdict cache's part in the launcher (docs/cache.md): the owner of a ``--cache_dir``, and the
 garbage collection after a commit.
 
-The cache is read and written by ValidatePairs (stages/validate.py, io/verdict_store.py); runs on one
+The cache is read and written by ValidatePairs (stages/validate.py, io/cache/verdicts.py); runs on one
 output are one at a time (its lock), and so are their writes to its cache. A cache shared by two
 outputs would have each run's garbage collection remove the other's verdicts, so a ``--cache_dir``
 records the output it belongs to and another output is refused in one line.
@@ -10,7 +10,8 @@ records the output it belongs to and another output is refused in one line.
 import logging
 
 from beam_pipeline.core import paths
-from beam_pipeline.io import files, verdict_store
+from beam_pipeline.io import files
+from beam_pipeline.io.cache import verdicts as verdict_store
 from beam_pipeline.launcher.options import CorpusOptionsError
 from beam_pipeline.stages.specs import CacheSpec
 

@@ -1,9 +1,13 @@
-"""Validation's spill on disk (core/spill.py, docs/cache.md): reading an entry back, the room ``--spill auto``
+"""Validation's spill on disk (core/rerun/spill.py, docs/cache.md): reading an entry back, the room ``--spill auto``
 keeps for the shards, and each worker process's local spill files.
 
 A local spill file is ``<cache fingerprint folder>/spill/<run_id>-<process>-<split>-<sequence>.spill``: the
 records one worker process validated afresh for one split, framed as a shard frames them, a new file every
-``--target_shard_bytes``. On gs:// and s3:// a part's spill sits beside its verdicts part (io/verdict_store.py).
+``--target_shard_bytes`` (:class:`ProcessSpill`). On gs:// and s3://, where an object appears only once it is
+closed, each bucket writer's spill is an object beside its verdicts parts
+(``<bucket>/<run_id>-<spill>-<sequence>.records``), closed before the next part commits. :class:`BucketSpill` is
+the spill one bucket's writer appends to, on either kind of store; its :meth:`BucketSpill.seal` runs before each
+verdicts part commits (io/cache/verdicts.PartWriter), so a committed verdict's record is whole and readable.
 """
 
 import logging
@@ -12,12 +16,18 @@ import threading
 import uuid
 from typing import Dict, Optional, Tuple
 
-from beam_pipeline.core import paths, spill
-from beam_pipeline.core.example import Pieces
+from apache_beam.io.filesystems import FileSystems
+
+from beam_pipeline.core import paths
+from beam_pipeline.core.example import Pieces, frame_pieces, pair_example_pieces
 from beam_pipeline.core.failures import write_failed
-from beam_pipeline.io import ranges
+from beam_pipeline.core.records import ValidPair
+from beam_pipeline.core.rerun import spill
+from beam_pipeline.io import streams
+from beam_pipeline.io.cache.verdicts import bucket_folder
 
 SPILL_DIR = "spill"
+PART_SPILL_SUFFIX = ".records"       # a bucket writer's spill object on gs:// and s3://
 DEFAULT_SPILL_FILE_BYTES = 128 * 1024 * 1024
 
 _LOG = logging.getLogger("beam_pipeline.cache")
@@ -34,7 +44,7 @@ def read_spilled(ref: spill.SpillRef) -> Optional[bytes]:
     if path in _GONE_SPILLS:
         return None
     try:
-        (framed,) = ranges.read_ranges(path, offset, (ref[2],))
+        (framed,) = streams.read_ranges(path, offset, (ref[2],))
     except Exception as error:  # noqa: BLE001 - a spill is only a shortcut: any failure means the sources
         _GONE_SPILLS.add(path)
         _LOG.info("validation's spill %s cannot be read (%s): its pairs are read from their files", path, error)
@@ -47,10 +57,10 @@ def read_spilled(ref: spill.SpillRef) -> Optional[bytes]:
 
 
 class SpillRoom:
-    """``--spill``: whether validation keeps one more pair's stored bytes in its spill (core/spill.py).
+    """``--spill``: whether validation keeps one more pair's stored bytes in its spill (core/rerun/spill.py).
 
     ``never``: none. ``always``: every one. ``auto``: every one while the cache is on a local disk that keeps
-    room for the shards afterwards (core/spill.shard_reserve: every selected pair at the mean entry size seen
+    room for the shards afterwards (core/rerun/spill.shard_reserve: every selected pair at the mean entry size seen
     so far, when the shards go to the same disk; else a margin), checked before each entry; once an entry
     would not leave that room, no other is spilled in this process, and the writer reads those pairs' files
     again. On gs:// and s3:// ``auto`` spills every one. One per process and run (:func:`spill_room`), so
@@ -196,3 +206,51 @@ def process_spill(folder: str, run_id: str, file_bytes: int) -> ProcessSpill:
         if found is None:
             found = _PROCESS_SPILLS[key] = ProcessSpill(folder, run_id, file_bytes)
         return found
+
+
+class BucketSpill:
+    """The spill one bucket's verdicts writer appends to (module docstring): ``append`` a pair's record, ``seal``
+    before each verdicts part commits."""
+
+    def __init__(self, folder: str, bucket: int, run_id: str, file_bytes: int = DEFAULT_SPILL_FILE_BYTES):
+        self._local = not paths.split_scheme(folder)[0]
+        self._process = process_spill(folder, run_id, file_bytes) if self._local else None
+        self._folder = bucket_folder(folder, bucket)
+        self._prefix = f"{run_id}-{uuid.uuid4().hex[:8]}"     # the run's id first: core/rerun/spill.live
+        self._sequence = 0
+        self._object = None                  # the open spill object on gs:// or s3://: (handle, path), once used
+        self._written = 0                    # bytes in it so far: the next entry's offset
+
+    def append(self, pair: ValidPair, image: bytes, mask: bytes) -> spill.SpillRef:
+        """Append the record of ``pair`` (its first copy), storing ``image`` and ``mask``; where it is."""
+        framed = frame_pieces(pair_example_pieces(pair, image, mask))
+        if self._process is not None:
+            return self._process.append(pair.ref.split or "", framed, pair.ref.source_id)
+        if self._object is None:
+            path = paths.join(self._folder, f"{self._prefix}-{self._sequence:06d}{PART_SPILL_SUFFIX}")
+            self._sequence += 1
+            try:
+                self._object = (FileSystems.create(path, compression_type="uncompressed"), path)
+            except OSError as error:
+                raise write_failed(path, error) from error
+            self._written = 0
+        handle, path = self._object
+        try:
+            for piece in framed:
+                handle.write(piece)
+        except OSError as error:
+            raise write_failed(path, error) from error
+        ref = spill.reference(path, self._written, framed, pair.ref.source_id)
+        self._written += ref[2]
+        return ref
+
+    def seal(self) -> None:
+        """Make every record appended so far whole and readable: the local files flushed, the open object closed."""
+        if self._process is not None:
+            self._process.flush()
+        elif self._object is not None:
+            (handle, path), self._object = self._object, None
+            try:
+                handle.close()
+            except OSError as error:
+                raise write_failed(path, error) from error

@@ -1,5 +1,5 @@
 """KeepParentRecords: which records a re-run keeps where its parent version holds them, which it writes, and
-which it deletes (core/versions.py, docs/incremental.md).
+which it deletes (core/rerun/versions.py, docs/incremental.md).
 
 Input: the run's pairs as they would be written (ValidPair, after balancing). Outputs:
 
@@ -16,10 +16,8 @@ from the parent's keys files, grouped by record key, and then by shard.
 
 import apache_beam as beam
 
-from beam_pipeline.core import versions
-from beam_pipeline.core.repeat_weights import weight_units
-from beam_pipeline.core.records import ClassTally, ShardInfo, ValidPair
-from beam_pipeline.core.sharding import shard_name_parts
+from beam_pipeline.core.rerun import versions
+from beam_pipeline.core.records import ShardTally, ValidPair
 from beam_pipeline.io import files
 from beam_pipeline.stages.shard_files import content_of
 from beam_pipeline.stages.shuffle import GroupPackedByKey
@@ -108,21 +106,14 @@ class ShardVersionFn(beam.DoFn):
             if kept:
                 yield beam.pvalue.TaggedOutput(COUNTS_TAG, (COMPACTED, len(kept)))
             return
-        tally = ClassTally(self._num_classes)
-        for _, pair, _ in sorted(kept, key=lambda item: item[0]):
-            tally.add(pair)
+        tally = ShardTally(self._num_classes)
+        for _, pair, size in sorted(kept, key=lambda item: item[0]):
+            tally.add(pair, size)
         if kept:
             yield beam.pvalue.TaggedOutput(COUNTS_TAG, (KEPT, len(kept)))
-        _, index, of = shard_name_parts(path)
-        yield ShardInfo(group=shard.group, split=shard.split, index=index, num_shards=of, path=path,
-                        records=shard.records, bytes=shard.bytes, sha256=shard.sha256,
-                        originals=sum(1 for _, pair, _ in kept if pair.copy == 0), class_images=tally.images(),
-                        class_pixels=tally.pixels(), ignore_pixels=tally.ignore, mask_values=tally.mask_values(),
-                        repeat_weight=sum(weight_units(pair.repeat_factor) for _, pair, _ in kept),
-                        live_bytes=sum(size for _, _, size in kept),
-                        class_repeat_weight=tally.weighted(),
-                        keys=shard.keys, class_index=shard.class_index, side_files=shard.side_files,
-                        deleted=tuple(versions.merged_deleted(shard.deleted, deleted)))
+        yield tally.info(path, shard.group, shard.split, records=shard.records, bytes=shard.bytes,
+                         sha256=shard.sha256, side_files=(shard.keys, shard.class_index, shard.side_files),
+                         deleted=tuple(versions.merged_deleted(shard.deleted, deleted)))
 
 
 class KeepParentRecords(beam.PTransform):

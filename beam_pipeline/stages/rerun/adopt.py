@@ -2,7 +2,7 @@
 copying their records into new ones (docs/cache.md, docs/incremental.md).
 
 On a local disk validation appends each pair's record, framed exactly as a shard frames it, to one spill file per
-worker process and split (io/verdict_store.ProcessSpill), and flushes it before each verdicts part commits. A run
+worker process and split (io/cache/spill.ProcessSpill), and flushes it before each verdicts part commits. A run
 killed before its commit leaves those files and the verdicts that point into them; the re-run restores the
 verdicts (ValidatePairs), and here every spill file of another run that holds records this run writes becomes a
 shard of this run's version:
@@ -10,7 +10,7 @@ shard of this run's version:
 * its records up to the last one this run keeps stay where they are; the file is hard-linked into the version
   folder (``runs/<run_id>/resumed/<split>-<i>-of-<n>.tfrecord``, no byte copied) and cut after that record;
 * the records before it that this version does not hold (their verdicts part never committed, a duplicate, a pair
-  now filtered out or rejected) are the shard's deleted records, as a re-run's deletions are (core/versions.py);
+  now filtered out or rejected) are the shard's deleted records, as a re-run's deletions are (core/rerun/versions.py);
 * its keys file and class-index part are written beside it, and its SHA-256 is taken by reading it once.
 
 A file is not adopted, and its pairs go to WriteShards, when fewer than half its records would be live
@@ -23,17 +23,18 @@ Input: ValidPair to write. Outputs: ValidPair still to write (main), a ShardInfo
 """
 
 import hashlib
-import os
 from typing import List, Optional, Tuple
 
 import apache_beam as beam
 
 from beam_pipeline import phases
-from beam_pipeline.core import layout, paths, spill, versions
+from beam_pipeline.core import layout, paths
+from beam_pipeline.core.rerun import spill, versions
 from beam_pipeline.core.records import ShardInfo, ValidPair
-from beam_pipeline.core.sharding import shard_file_name, shard_name_parts
+from beam_pipeline.core.sharding import shard_file_name
+from beam_pipeline.io import stores
 from beam_pipeline.stages import worker
-from beam_pipeline.stages.shard_files import CLASS_INDEX_DIR, KEYS_DIR, ShardSideFiles
+from beam_pipeline.stages.shard_files import ShardSideFiles
 from beam_pipeline.stages.shuffle import GroupPackedByKey
 from beam_pipeline.stages.specs import AdoptSpec, ShuffleSpec
 
@@ -42,7 +43,7 @@ ADOPTED = "adopted"
 
 
 def file_split(path: str) -> str:
-    """The split a local spill file holds (io/verdict_store.ProcessSpill names it
+    """The split a local spill file holds (io/cache/spill.ProcessSpill names it
     ``<run_id>-<process>-<split>-<sequence>.spill``, the split with every character but [A-Za-z0-9_.] as _)."""
     return path.rsplit("/", 1)[-1].split("-")[3]
 
@@ -130,14 +131,7 @@ class AdoptFileFn(beam.DoFn):
         name = f"{layout.ADOPTED_DIR}/{shard_file_name(group, in_group.index(path), len(in_group))}"
         target = paths.join(self._spec.data_dir, name)
         phases.reached(phases.WRITE_SHARD)                   # a shard of the version is made here
-        try:
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            if os.path.lexists(target):                      # a retried bundle's link: the same file
-                os.unlink(target)
-            os.link(path, target)
-            if os.path.getsize(target) > frames.cut:
-                os.truncate(target, frames.cut)
-        except OSError:
+        if not stores.link_prefix(path, target, frames.cut):
             yield from (pair for _, pair in frames.records if pair is not None)
             return
         yield beam.pvalue.TaggedOutput(SHARDS_TAG, self._shard_info(name, group, frames))
@@ -154,17 +148,7 @@ class AdoptFileFn(beam.DoFn):
             else:
                 split = pair.ref.split
                 side.add(pair, size)
-        files = side.close()
-        tally = side.tally
-        _, index, of = shard_name_parts(name)
-        live = len(frames.records) - len(deleted)
-        return ShardInfo(group=group, split=split, index=index, num_shards=of, path=side.shard_path,
-                         records=side.records, bytes=frames.cut, sha256=frames.sha256, originals=live,
-                         class_images=tally.images(), class_pixels=tally.pixels(), ignore_pixels=tally.ignore,
-                         repeat_weight=side.weight, mask_values=tally.mask_values(),
-                         class_repeat_weight=tally.weighted(), keys=files.get(KEYS_DIR, ("",))[0],
-                         class_index=files.get(CLASS_INDEX_DIR, ("",))[0], side_files=tuple(files.values()),
-                         deleted=tuple(deleted), live_bytes=side.live_bytes if deleted else -1)
+        return side.info(group, split, bytes=frames.cut, sha256=frames.sha256, deleted=tuple(deleted))
 
 
 def _by_file(pair: ValidPair):

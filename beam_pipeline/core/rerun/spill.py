@@ -4,7 +4,7 @@ When validation checks a pair afresh it holds both files' bytes. It frames the p
 writer writes for the pair's first copy: core/example.py, with the image and the mask as stored) into a spill
 file, and the pair carries a reference to it. The writer copies the record from there instead of reading,
 hashing and converting the source files again, and a re-run after a kill adopts whole spill files of the killed
-run as shards (stages/adopt.py) instead of copying them.
+run as shards (stages/rerun/adopt.py) instead of copying them.
 
 A reference is ``(file, offset, framed bytes, CRC32C of the framed record, CRC32C of the source id)``. An entry
 whose length or CRC32C does not match is not used: the writer reads the sources, as without a spill. The record
@@ -56,7 +56,7 @@ def verbatim(ref: SpillRef, copy: int, source_id: str) -> bool:
 def live(ref: SpillRef, committed_run: str) -> bool:
     """Whether the entry's file is still there: a commit collects every spill, so only the spills of runs after
     ``committed_run`` (the last run to commit, or "" for none) remain. A spill file's name begins with its
-    run's id (io/verdict_store.py), and run ids, of one length, sort by their start time."""
+    run's id (io/cache/verdicts.py), and run ids, of one length, sort by their start time."""
     if not committed_run:
         return True
     name = ref[0].rsplit("/", 1)[-1]
@@ -64,14 +64,14 @@ def live(ref: SpillRef, committed_run: str) -> bool:
 
 
 def split_in_name(split: str) -> str:
-    """How a local spill file's name gives its split (io/spill_store.ProcessSpill): every character but ASCII
+    """How a local spill file's name gives its split (io/cache/spill.ProcessSpill): every character but ASCII
     letters, digits, _ and . as _."""
     return re.sub(r"[^A-Za-z0-9_.]", "_", split)
 
 
 def adoptable(ref: SpillRef, run_id: str) -> bool:
     """Whether the entry is in a local spill file of another run (one killed before its commit) that a re-run may
-    adopt as a shard (stages/adopt.py): per-part spills on object stores are copied instead."""
+    adopt as a shard (stages/rerun/adopt.py): per-part spills on object stores are copied instead."""
     if not ref:
         return False
     path = ref[0]
