@@ -48,9 +48,9 @@ def _palette_png(mask: np.ndarray, colours: np.ndarray) -> bytes:
 
 
 def cases(masks: list[np.ndarray]):
-    """{case: (limits, [mask bytes])} for the four encodings, and the baseline without a map."""
-    from beam_pipeline.core import label_maps as lm
-    from beam_pipeline.core.checks import Limits
+    """{case: ((limits, mask map), [mask bytes])} for the four encodings, and the baseline without a map."""
+    from beam_pipeline.core.masks import maps as lm
+    from beam_pipeline.core.pixels import Limits
 
     def load(name: str) -> lm.MaskMap:
         spec = lm.SHIPPED[name]
@@ -77,14 +77,14 @@ def cases(masks: list[np.ndarray]):
     plus_one = np.arange(1, 257, dtype=np.uint16).astype(np.uint8)
     plus_one[255] = 0
     return {
-        "baseline: class ids, no map": (Limits(num_classes=8), [_png(m) for m in masks]),
-        "label ids (cityscapes), grey PNG": (Limits(num_classes=19, mask_map=cityscapes),
+        "baseline: class ids, no map": ((Limits(num_classes=8), None), [_png(m) for m in masks]),
+        "label ids (cityscapes), grey PNG": ((Limits(num_classes=19), cityscapes),
                                              [_png(label_ids[m]) for m in masks]),
-        "colours (camvid), RGB PNG": (Limits(num_classes=11, mask_map=camvid), [_png(colours[m]) for m in masks]),
-        "colours (camvid), palette PNG": (Limits(num_classes=11, mask_map=camvid),
+        "colours (camvid), RGB PNG": ((Limits(num_classes=11), camvid), [_png(colours[m]) for m in masks]),
+        "colours (camvid), palette PNG": ((Limits(num_classes=11), camvid),
                                           [_palette_png(m, colours) for m in masks]),
-        "16-bit ids, 16-bit PNG": (Limits(num_classes=8, mask_map=ids16), [_png(sixteen[m]) for m in masks]),
-        "--reduce_zero_label, grey PNG": (Limits(num_classes=8, mask_map=reduce), [_png(plus_one[m]) for m in masks]),
+        "16-bit ids, 16-bit PNG": ((Limits(num_classes=8), ids16), [_png(sixteen[m]) for m in masks]),
+        "--reduce_zero_label, grey PNG": ((Limits(num_classes=8), reduce), [_png(plus_one[m]) for m in masks]),
     }
 
 
@@ -98,7 +98,7 @@ def _fastest(work, times: int = 3) -> float:
     return best
 
 
-def measure(limits, image: bytes, mask: bytes, key: str, folder: Path) -> tuple[float, float, float]:
+def measure(limits_and_map, image: bytes, mask: bytes, key: str, folder: Path) -> tuple[float, float, float]:
     """(validation, the conversion inside it, the writer's conversion) in CPU seconds for one pair.
 
     Validation is ``pairs.check`` on the pair's files (what ValidatePairs runs per pair: read both files, decode,
@@ -108,7 +108,8 @@ def measure(limits, image: bytes, mask: bytes, key: str, folder: Path) -> tuple[
     converted array (each the fastest of three, a fresh view each time). The writer's is ``stored_mapped_mask`` less its decode and its PNG encode (no clipping:
 the noise of the differences averages out over the pairs).
     """
-    from beam_pipeline.core import checks, mapped_masks, mask_colors, mask_values
+    from beam_pipeline.core import pixels
+    from beam_pipeline.core.masks import colors as mask_colors, mapped as mapped_masks, values as mask_values
     from beam_pipeline.core.points import sample_points
     from beam_pipeline.core.records import PairRef
     from beam_pipeline.stages import pairs
@@ -118,14 +119,14 @@ the noise of the differences averages out over the pairs).
     (folder / "image.jpg").write_bytes(image)
     (folder / "mask.png").write_bytes(mask)
     ref = PairRef(key, key, str(folder / "image.jpg"), str(folder / "mask.png"))
+    limits, mapped = limits_and_map
     started = clock()
-    pairs.check(ref, CheckSpec("segmentation", limits))
+    pairs.check(ref, CheckSpec("segmentation", limits, mask_map=mapped))
     validation = clock() - started
-    mapped = limits.mask_map
     if mapped is None:
         return validation, 0.0, 0.0
     n, ignore = limits.num_classes, limits.ignore_label
-    decoded = mapped_masks.decode_source(mask, limits)
+    decoded = mapped_masks.decode_source(mask, limits, mapped)
     started = clock()
     if decoded.index_colors is not None:
         used = np.flatnonzero(decoded.counts).tolist()
@@ -149,14 +150,14 @@ the noise of the differences averages out over the pairs).
     summarised = clock() - started
     through_view = _fastest(lambda: sample_points(new_view(), key, n, 8, summary.class_pixels))
     started = clock()
-    mapped_masks.decode_source(mask, limits)
+    mapped_masks.decode_source(mask, limits, mapped)
     decode_time = clock() - started
     started = clock()
-    stored = mapped_masks.stored_mapped_mask(mask, limits)
+    stored = mapped_masks.stored_mapped_mask(mask, limits, mapped)
     store_time = clock() - started
     converted = np.asarray(Image.open(io.BytesIO(stored)))
     started = clock()
-    checks.encode_png(converted)
+    pixels.encode_png(converted)
     writer = store_time - decode_time - (clock() - started)
     on_array = _fastest(lambda: sample_points(converted, key, n, 8, summary.class_pixels))
     return validation, summarised + through_view - on_array, writer

@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from beam_pipeline.core.checks import Limits
+from beam_pipeline.core.pixels import Limits
 from beam_pipeline.core.records import PairRef
 from beam_pipeline.stages import pairs
 from beam_pipeline.stages.specs import CheckSpec

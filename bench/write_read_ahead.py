@@ -36,7 +36,7 @@ from scale import drop_page_cache, pair_copies
 
 sys.path.insert(0, str(ROOT))
 from beam_pipeline.core.rerun import verdicts
-from beam_pipeline.core.checks import Limits  # noqa: E402
+from beam_pipeline.core.pixels import Limits  # noqa: E402
 from beam_pipeline.core.records import PairRef, ValidPair  # noqa: E402
 from beam_pipeline.core.validation import Checked  # noqa: E402
 from beam_pipeline.io.cache import spill as spill_store

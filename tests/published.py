@@ -1,4 +1,4 @@
-"""Published label definitions the shipped maps are checked against (beam_pipeline/core/maps/).
+"""Published label definitions the shipped maps are checked against (beam_pipeline/core/masks/shipped/).
 
 * Cityscapes: the label table of cityscapesScripts, imported from the ``cityscapesscripts`` package itself
   (PyPI, pinned in requirements-tests-nodeps.txt), never copied here.

@@ -32,7 +32,7 @@ import sys
 from typing import Dict, List
 
 import beam_pipeline
-from beam_pipeline.core.checks import Limits
+from beam_pipeline.core.pixels import Limits
 from beam_pipeline.core.records import Outcome
 from beam_pipeline.core.selection import parse_split
 from beam_pipeline.stages import pairs

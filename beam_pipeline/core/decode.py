@@ -237,7 +237,7 @@ def decode_rgb(data: bytes, header: Header) -> Union[np.ndarray, Flag, None]:
 
 def decode_grey(data: bytes, header: Header, dtype=np.uint8) -> Union[np.ndarray, Flag, None]:
     """HxW values of a mask :func:`covers_grey` covers (after :func:`png_guard`); None or a Flag as above.
-    ``dtype`` np.uint16: a 16-bit grey PNG (masks read through a map, core/mapped_masks.py)."""
+    ``dtype`` np.uint16: a 16-bit grey PNG (masks read through a map, core/masks/mapped.py)."""
     try:
         values = imagecodecs.png_decode(data)
     except Exception as error:      # noqa: BLE001 - as in decode_rgb

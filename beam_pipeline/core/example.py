@@ -14,8 +14,6 @@ import google_crc32c
 import numpy as np
 
 from beam_pipeline.core import features as f
-from beam_pipeline.core.checks import Rejection, stored_image
-from beam_pipeline.core.masks import stored_mask
 from beam_pipeline.core.points import unflatten_points
 
 FeatureValue = Union[bytes, str, int, float, Sequence[int], Sequence[float], Sequence[bytes]]
@@ -228,29 +226,6 @@ def pair_example(pair, image: bytes, mask: bytes = b"") -> bytes:
 def pair_example_pieces(pair, image: bytes, mask: bytes = b"") -> Pieces:
     """:func:`pair_example` as pieces: the image's and the mask's bytes are not copied."""
     return encode_example_pieces(_pair_features(pair, image, mask))
-
-
-def pair_record(pair, image: bytes, mask: bytes = b"", limits=None) -> Union[bytes, Rejection]:
-    """The serialized example of a ValidPair from its source files' bytes.
-
-    An image or mask that validation converted is converted again the same way
-    (checks.stored_image, stored_mask: decoding only, no checks and no sums; a mask
-    through ``limits.mask_map`` when there is one); the others are stored as read.
-    """
-    pieces = pair_record_pieces(pair, image, mask, limits)
-    return pieces if isinstance(pieces, Rejection) else b"".join(pieces)
-
-
-def pair_record_pieces(pair, image: bytes, mask: bytes = b"", limits=None) -> Union[Pieces, Rejection]:
-    """:func:`pair_record` as pieces."""
-    if pair.image_converted:
-        image = stored_image(image)
-    if pair.mask_converted:
-        mask = stored_mask(mask, limits)
-    for stored in (image, mask):
-        if isinstance(stored, Rejection):
-            return stored
-    return pair_example_pieces(pair, image, mask)
 
 
 def _pair_features(pair, image: bytes, mask: bytes) -> Dict[str, Union[bytes, Pieces]]:

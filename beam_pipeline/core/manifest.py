@@ -3,7 +3,8 @@
 from collections import defaultdict
 from typing import Dict, Iterable, List, Optional, Tuple
 
-from beam_pipeline.core import features, mask_report
+from beam_pipeline.core import features
+from beam_pipeline.core.masks import report as mask_report
 from beam_pipeline.core.layout import ADOPTED_DIR
 from beam_pipeline.core.balance import class_repeat_factors, presence_counts
 from beam_pipeline.core.repeat_weights import weight_of
@@ -144,7 +145,7 @@ def build_manifest(*, task: str, num_classes: int, ignore_label, class_names, sh
                    record_layout: str = "") -> dict:
     """The manifest as a JSON-ready dict; raises CountsDoNotReconcile when the books do not balance.
 
-    ``mask_map`` / ``label_map`` (core/label_maps.py): the map the run read its masks or labels through.
+    ``mask_map`` / ``label_map`` (core/masks/maps.py): the map the run read its masks or labels through.
     ``version``: the run's version folder (``runs/<run_id>``); every path is relative to the output folder.
     """
     splits = summarise_splits(shards, task, num_classes)

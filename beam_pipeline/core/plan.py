@@ -64,7 +64,7 @@ class PairSample:
 
 
 def sample_splits(samples: List[PairSample], num_classes: int) -> Dict[str, dict]:
-    """The valid samples' class tallies per split, in manifest.json's shape (core/mask_report.py reads it)."""
+    """The valid samples' class tallies per split, in manifest.json's shape (core/masks/report.py reads it)."""
     splits: Dict[str, dict] = {}
     for s in samples:
         if s.status != VALID:

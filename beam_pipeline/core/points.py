@@ -11,7 +11,7 @@ import numpy as np
 
 from beam_pipeline.core.hashing import stable_hash
 
-POINT_DTYPE = "<u2"    # Coordinates fit: images are at most 65535 pixels wide and high (see checks.py).
+POINT_DTYPE = "<u2"    # Coordinates fit: images are at most 65535 pixels wide and high (core/pixels.py).
 POINTS_SALT = "points"
 PROBES = 2048
 
@@ -39,7 +39,7 @@ def sample_points(mask, key: str, num_classes: int, per_class: int,
     be hit often enough (a few pixels of a sign) is then looked up exactly.
     ``class_pixels`` (the mask's histogram, if known) saves counting again.
     ``mask`` is an HxW array of class ids, or a view of a mask read through a map that gives the class of
-    any pixel (core/mapped_masks.py; ``class_pixels`` is then required): both give the same points for
+    any pixel (core/masks/mapped.py; ``class_pixels`` is then required): both give the same points for
     the same classes.
     """
     view = ArrayView(mask) if isinstance(mask, np.ndarray) else mask

@@ -1,8 +1,19 @@
-"""Reason codes for inputs that are rejected or filtered out.
+"""Reason codes for inputs that are rejected or filtered out, and a rejection as a value.
 
 Each code is stable: it is written to the rejects files, to ``manifest.json``
-and to a Beam counter named ``rejected_<code>`` / ``filtered_<code>``.
+and to a Beam counter named ``rejected_<code>`` / ``filtered_<code>``. A check never
+raises on bad data: it returns a :class:`Rejection` with a code and a detail.
 """
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class Rejection:
+    """Why an input is rejected: a reason code below and a detail that names the offending value."""
+    reason: str
+    detail: str
+
 
 # Rejected: the input is bad.
 MISSING_FILE = "missing_file"            # The file does not exist.

@@ -136,7 +136,7 @@ class ValidPair(_CompactPickle):
     image_format: str                 # Format as stored: "jpeg" or "png".
     image_sha256: str                 # Digest of the source file's bytes.
     image_stored_bytes: int           # Bytes of the encoded image as stored.
-    image_converted: bool             # True when the image was re-encoded (see checks.py).
+    image_converted: bool             # True when the image was re-encoded (core/images.py).
     mask_sha256: str = ""
     mask_stored_bytes: int = 0
     mask_converted: bool = False

@@ -6,7 +6,7 @@ from typing import Mapping, Optional, Tuple
 from beam_pipeline.core import reasons
 from beam_pipeline.core.filter_expr import FilterEvalError, FilterExpression
 from beam_pipeline.core.hashing import unit_interval
-from beam_pipeline.core.label_maps import IGNORE, IGNORE_UNMAPPED, LabelMap
+from beam_pipeline.core.masks.maps import IGNORE, IGNORE_UNMAPPED, LabelMap
 from beam_pipeline.core.paths import matches_any
 from beam_pipeline.core.records import FILTERED, REJECTED, Outcome, PairRef
 

@@ -10,8 +10,9 @@ from typing import Optional, Tuple
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from beam_pipeline.core import layout, paths
-from beam_pipeline.core.checks import Limits
+from beam_pipeline.core.pixels import Limits
 from beam_pipeline.core.filter_expr import FilterExpression, parse_filter
+from beam_pipeline.core.masks.maps import LabelMap, MaskMap
 from beam_pipeline.core.gates import DEFAULT_MAX_REJECT_FRACTION
 from beam_pipeline.core.selection import SplitSpec, parse_split
 from beam_pipeline.core.rerun.verdicts import fingerprint
@@ -27,7 +28,7 @@ INPUT_FORMAT_ALIASES = {"manifest": LISTING}     # the command line's older name
 
 @dataclasses.dataclass(frozen=True)
 class MapOptions:
-    """The map options as given; launcher/maps.py reads the files into limits.mask_map or limits.label_map."""
+    """The map options as given; launcher/maps.py reads the files into the config's mask_map or label_map."""
     label_map: Optional[str] = None          # a file, or the name of a shipped map
     color_map: Optional[str] = None
     reduce_zero_label: bool = False
@@ -75,6 +76,8 @@ class CorpusConfig:
     spill: str = "auto"                     # auto | always | never (io/cache/spill.SpillRoom)
     maps: MapOptions = MapOptions()
     compact: str = "auto"                   # auto | never | all (core/rerun/versions.py)
+    mask_map: Optional[MaskMap] = None      # the map read from ``maps`` (launcher/maps.py): mask values to classes
+    label_map: Optional[LabelMap] = None    # ... or, for classification, labels to classes
 
     @property
     def num_classes(self) -> int:
@@ -98,34 +101,35 @@ class CorpusConfig:
         """``split``: where splits come from, as decided at launch (launch.resolve_inputs)."""
         return SelectSpec(split=split, include=self.include, exclude=self.exclude, filter=self.filter,
                           sample_fraction=self.sample_fraction, max_examples=self.max_examples,
-                          label_map=self.limits.label_map)
+                          label_map=self.label_map)
 
     def check_spec(self) -> CheckSpec:
         return CheckSpec(task=self.task, limits=self.limits, class_names=self.class_names,
-                         max_file_bytes=self.max_file_bytes, sample_points_per_class=self.sample_points_per_class)
+                         max_file_bytes=self.max_file_bytes, sample_points_per_class=self.sample_points_per_class,
+                         mask_map=self.mask_map, label_map=self.label_map)
 
     @property
     def cache_root(self) -> Optional[str]:
         """The verdict cache's folder (every fingerprint's under it), or None with --no_cache."""
         return (self.cache_dir or layout.cache_dir(self.output)) if self.use_cache else None
 
-    def cache_spec(self, run_id: str, versions: dict, committed_run: str = "") -> CacheSpec:
+    def cache_spec(self, run_id: str, package_versions: dict, committed_run: str = "") -> CacheSpec:
         """The cache this run reads and writes: the folder of the fingerprint of its check options and decoders.
         ``committed_run``: the run of the output's published version, whose commit collected every spill."""
         if self.cache_root is None:
             return CacheSpec()
         # Every check option, --max_file_bytes too: a reused verdict's files are not read, so not measured.
-        folder = paths.join(self.cache_root, fingerprint(dataclasses.asdict(self.check_spec()), versions))
+        folder = paths.join(self.cache_root, fingerprint(self.check_spec().check_options(), package_versions))
         return CacheSpec(folder, run_id, self.revalidate, self.cache_audit, committed_run, self.spill, self.output,
                          spill_file_bytes=self.target_shard_bytes)
 
-    def record_layout(self, versions: dict) -> str:
+    def record_layout(self, package_versions: dict) -> str:
         """What the written records' bytes and groups depend on beyond the pairs (core/rerun/versions.record_layout)."""
-        return record_layout(fingerprint(dataclasses.asdict(self.check_spec()), versions), self.balance)
+        return record_layout(fingerprint(self.check_spec().check_options(), package_versions), self.balance)
 
-    def parent_spec(self, previous: Optional[dict], versions: dict) -> Tuple[Optional[ParentSpec], Optional[str]]:
+    def parent_spec(self, previous: Optional[dict], package_versions: dict) -> Tuple[Optional[ParentSpec], Optional[str]]:
         """(what this run keeps from the published version, or None; why it keeps nothing, or None)."""
-        refusal = reuse_refusal(previous, self.record_layout(versions))
+        refusal = reuse_refusal(previous, self.record_layout(package_versions))
         if refusal is not None:
             return None, refusal
         return ParentSpec(run_id=previous["run_id"], shards=parent_shards(previous), balance=self.balance,
@@ -154,7 +158,7 @@ class CorpusConfig:
         return PublishSpec(data_dir=data_dir, task=self.task, num_classes=self.num_classes,
                            ignore_label=self.limits.ignore_label, class_names=self.class_names,
                            balance=self.balance_spec(), cache_folder=cache.folder,
-                           mask_map=self.limits.mask_map, label_map=self.limits.label_map,
+                           mask_map=self.mask_map, label_map=self.label_map,
                            version=layout.version_entry(data_dir), record_layout=record_layout_digest,
                            rewritten=rewritten)
 

@@ -106,7 +106,7 @@ def _folder_split_spec(config: CorpusConfig) -> Tuple[CorpusConfig, SplitSpec]:
     if config.input_format == CLASS_FOLDERS:
         if spec.mode == "folder":
             raise CorpusOptionsError("--split folder is not available for class folders (the folder is the class)")
-        if config.limits.label_map is None:         # a label map names the classes, and groups the folders
+        if config.label_map is None:         # a label map names the classes, and groups the folders
             config = _class_folder_classes(config, root)
     return config, spec
 
@@ -180,7 +180,7 @@ def temp_dir(options: PipelineOptions, data_dir: str) -> str:
 
 
 def package_versions() -> dict:
-    """The versions manifest.json records."""
+    """The Python and package versions manifest.json records (its ``versions``; docs/dependencies.md)."""
     versions = {"python": platform.python_version()}
     for name in VERSIONED_PACKAGES:
         try:

@@ -1,7 +1,7 @@
 """Reading ``--label_map`` / ``--color_map`` / ``--reduce_zero_label`` into the config, once, on the launcher.
 
 The map file is read here (any filesystem: local, gs://, s3://) or taken from the maps shipped with the
-package, parsed by core/label_maps.py, and its rows travel to the workers inside ``Limits``: no worker
+package, parsed by core/masks/maps.py, and its rows travel to the workers in the check spec: no worker
 reads the file. Its SHA-256 is part of the map, so the verdict cache's fingerprint changes with it.
 Every problem is one line (CorpusOptionsError).
 """
@@ -9,7 +9,7 @@ Every problem is one line (CorpusOptionsError).
 import dataclasses
 from typing import Optional, Tuple
 
-from beam_pipeline.core import label_maps as lm
+from beam_pipeline.core.masks import maps as lm
 from beam_pipeline.core.hashing import sha256_hex
 from beam_pipeline.io import files
 from beam_pipeline.launcher.config import CorpusConfig, check_classes
@@ -17,7 +17,7 @@ from beam_pipeline.launcher.options import CorpusOptionsError
 
 
 def load_maps(config: CorpusConfig) -> CorpusConfig:
-    """``config`` with limits.mask_map or limits.label_map, and the class count and names a map gives."""
+    """``config`` with its mask_map or label_map, and the class count and names a map gives."""
     maps = config.maps
     if not maps.any:
         return config
@@ -47,16 +47,15 @@ def load_maps(config: CorpusConfig) -> CorpusConfig:
     except lm.MapError as error:
         raise CorpusOptionsError(str(error)) from None
     _check_ignore(config, resolved, where)
-    limits = dataclasses.replace(config.limits, num_classes=num_classes)
+    config = dataclasses.replace(config, limits=dataclasses.replace(config.limits, num_classes=num_classes),
+                                 class_names=tuple(names))
     sha = sha256_hex(data) if data else ""
     if kind == lm.LABELS:
-        limits = dataclasses.replace(limits, label_map=lm.label_map(resolved, unmapped=maps.unmapped, source=where,
-                                                                    sha256=sha))
-    else:
-        limits = dataclasses.replace(limits, mask_map=lm.mask_map(
-            kind, resolved, rows, reduce_zero_label=maps.reduce_zero_label, unmapped=maps.unmapped, source=where,
-            sha256=sha))
-    return dataclasses.replace(config, limits=limits, class_names=tuple(names))
+        return dataclasses.replace(config, label_map=lm.label_map(resolved, unmapped=maps.unmapped, source=where,
+                                                                  sha256=sha))
+    return dataclasses.replace(config, mask_map=lm.mask_map(
+        kind, resolved, rows, reduce_zero_label=maps.reduce_zero_label, unmapped=maps.unmapped, source=where,
+        sha256=sha))
 
 
 def _map_bytes(option: str, name: str) -> Tuple[bytes, Optional[lm.ShippedMap]]:

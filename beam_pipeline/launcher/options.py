@@ -13,7 +13,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 
 from beam_pipeline import console
 from beam_pipeline.core.gates import DEFAULT_MAX_REJECT_FRACTION
-from beam_pipeline.core.label_maps import shipped_help
+from beam_pipeline.core.masks.maps import shipped_help
 from beam_pipeline.launcher.rerun.options import add_rerun_arguments
 
 DEFAULT_TARGET_SHARD_BYTES = 128 * 1024 * 1024

@@ -52,7 +52,7 @@ def _count_refusals(counts, discovered: int, valid: int):
 
 
 def build_pipeline(p: beam.Pipeline, config: CorpusConfig, split_spec: SplitSpec, options: dict,
-                   versions: dict, temp_dir: str, data_dir: str, shuffle: ShuffleSpec = ShuffleSpec(),
+                   package_versions: dict, temp_dir: str, data_dir: str, shuffle: ShuffleSpec = ShuffleSpec(),
                    cache: CacheSpec = CacheSpec(), previous: Optional[dict] = None):
     """Add every step to ``p``, writing into ``data_dir`` (the run's version folder, core/layout.py);
     records cross the shuffles as ``shuffle`` says (stages/shuffle.py), verdicts are reused from and
@@ -108,7 +108,7 @@ def build_pipeline(p: beam.Pipeline, config: CorpusConfig, split_spec: SplitSpec
     # Refusal when the growth is above --max_growth
     refusals = (count_refusals, reject_refusals, growth_refusals) | "MergeRefusals" >> beam.Flatten()
     # Refusal of any gate: then no shard is written and nothing is published
-    parent, rewritten = config.parent_spec(previous, versions)
+    parent, rewritten = config.parent_spec(previous, package_versions)
     if parent is not None:
         to_write, kept, version_counts = balanced | "KeepParentRecords" >> KeepParentRecords(
             parent, config.output, config.num_classes, shuffle)
@@ -135,9 +135,9 @@ def build_pipeline(p: beam.Pipeline, config: CorpusConfig, split_spec: SplitSpec
     lineage = ((settled, version_counts, adopted_counts) | "SettledAndVersioned" >> beam.Flatten()
                | "CountLineage" >> beam.CombinePerKey(sum))
     # (how, n) for the whole run: validated, from the cache, rehashed; records kept, deleted, compacted, adopted
-    publish = config.publish_spec(data_dir, cache, config.record_layout(versions), rewritten)
+    publish = config.publish_spec(data_dir, cache, config.record_layout(package_versions), rewritten)
     return ((shards, outcomes, filtered, discovered, real_stats, transform_written, refusals, lineage)
-            | "PublishOutputs" >> PublishOutputs(publish, options, versions))
+            | "PublishOutputs" >> PublishOutputs(publish, options, package_versions))
 
 
 def step_files(data_dir: str) -> Dict[str, str]:
@@ -176,13 +176,13 @@ def run(argv: Optional[List[str]] = None) -> dict:
         data_dir = output_run.data_dir
         _LOG.info("Reading %s (%s, %s) into %s", config.input, config.input_format, config.task, data_dir)
         shuffle, made_for_shuffle = launch.shuffle_spec(launched.options, config, data_dir)
-        versions = launch.package_versions()
-        cache_spec = config.cache_spec(output_run.run_id, versions, (output_run.previous or {}).get("run_id") or "")
+        package_versions = launch.package_versions()
+        cache_spec = config.cache_spec(output_run.run_id, package_versions, (output_run.previous or {}).get("run_id") or "")
         if config.cache_dir and config.use_cache:
             claim_cache(config.cache_root, config.output)
         try:
             p = beam.Pipeline(runner=runners.runner(launched.options), options=launched.options)
-            build_pipeline(p, config, launched.split, run_options, versions,
+            build_pipeline(p, config, launched.split, run_options, package_versions,
                            launch.temp_dir(launched.options, data_dir), data_dir, shuffle, cache_spec,
                            output_run.previous)
             result = watch.run_and_watch(p, launched.options)     # a progress bar, lines, or where to watch

@@ -27,11 +27,11 @@ import resource
 import time
 from typing import List, Tuple
 
-from beam_pipeline.core.checks import Rejection
+from beam_pipeline.core.reasons import Rejection
 from beam_pipeline.core.example import frame_record, pair_example
 from beam_pipeline.core.hashing import stable_hash
 from beam_pipeline.core.paths import split_scheme
-from beam_pipeline.core.mask_report import class_warnings, mask_values_table
+from beam_pipeline.core.masks.report import class_warnings, mask_values_table
 from beam_pipeline.core.plan import (REQUESTS_PER_OPEN, UPLOAD_CHUNK_BYTES, PairSample, estimate, human_bytes,
                                      human_count, object_store_requests, sample_mask_values, sample_splits,
                                      shards_line)
@@ -130,12 +130,12 @@ def _masks_and_warnings(config: CorpusConfig, samples: List[PairSample]) -> dict
     """What the summary says of the masks and classes, on the sample: the source values and the warnings."""
     limits = config.limits
     names = list(config.class_names) or [str(c) for c in range(config.num_classes)]
-    values = (mask_values_table(limits.mask_map, sample_mask_values(samples), names, config.num_classes,
-                                limits.ignore_label) if limits.mask_map is not None else [])
+    values = (mask_values_table(config.mask_map, sample_mask_values(samples), names, config.num_classes,
+                                limits.ignore_label) if config.mask_map is not None else [])
     warnings = class_warnings(task=config.task, num_classes=config.num_classes, class_names=names,
                               ignore_label=limits.ignore_label, splits=sample_splits(samples, config.num_classes),
-                              mask=limits.mask_map, labels=limits.label_map, values=values)
-    return {"mask_values": values, "maps": {"source": limits.mask_map.source} if limits.mask_map else None,
+                              mask=config.mask_map, labels=config.label_map, values=values)
+    return {"mask_values": values, "maps": {"source": config.mask_map.source} if config.mask_map else None,
             "warnings": warnings}
 
 

@@ -6,7 +6,7 @@ from typing import Dict, Iterable, List
 from beam_pipeline.report import charts, data
 from beam_pipeline.report.gallery import gallery_section
 from beam_pipeline.report.html import cell, chart, esc, number, percent, section, table
-from beam_pipeline.report.maps import mask_values_section, warned_classes, warnings_section
+from beam_pipeline.report.masks import mask_values_section, warned_classes, warnings_section
 from beam_pipeline.report.images import hex_colour, palette
 
 _CSS = """

@@ -12,13 +12,13 @@ from typing import Iterable, Iterator, List, Optional, Tuple, Union
 
 from beam_pipeline.core import paths, reasons, selection
 from beam_pipeline.core.rerun import spill
-from beam_pipeline.core.checks import Rejection
-from beam_pipeline.core.example import Pieces, frame_pieces, pair_record_pieces
+from beam_pipeline.core.reasons import Rejection
+from beam_pipeline.core.example import Pieces, frame_pieces, pair_example_pieces
 from beam_pipeline.core.masks import stored_mask
 from beam_pipeline.core.hashing import stable_hash
 from beam_pipeline.core.pairing import pair_by_mask_path
 from beam_pipeline.core.records import FILTERED, Outcome, PairRef, ValidPair
-from beam_pipeline.core.validation import Checked, checked_classification, checked_segmentation
+from beam_pipeline.core.validation import Checked, checked_classification, checked_segmentation, record_files
 from beam_pipeline.io import folders, listing, streams
 from beam_pipeline.io.cache import spill as spill_store
 from beam_pipeline.stages.specs import CLASS_FOLDERS, LISTING, PAIRED, CheckSpec, DiscoverSpec, SelectSpec
@@ -215,8 +215,8 @@ def check_bytes(ref: PairRef, spec: CheckSpec, image: bytes, mask: bytes) -> Uni
 def checked_bytes(ref: PairRef, spec: CheckSpec, image: bytes, mask: bytes) -> Union[Checked, Rejection]:
     """:func:`check_bytes`, with the bytes the pair's record stores where validation made them."""
     if spec.task == "classification":
-        return checked_classification(ref, image, spec.limits, spec.class_names)
-    return checked_segmentation(ref, image, mask, spec.limits, spec.sample_points_per_class)
+        return checked_classification(ref, image, spec.limits, spec.class_names, spec.label_map)
+    return checked_segmentation(ref, image, mask, spec.limits, spec.sample_points_per_class, spec.mask_map)
 
 
 def stored_files(checked: Checked, mask: bytes, spec: CheckSpec) -> Optional[Tuple[bytes, bytes]]:
@@ -224,7 +224,7 @@ def stored_files(checked: Checked, mask: bytes, spec: CheckSpec) -> Optional[Tup
     here (``mask``: its file's bytes), as the writer would; None when that fails (the writer reports it)."""
     if checked.mask is not None:
         return checked.image, checked.mask
-    converted = stored_mask(mask, spec.limits)
+    converted = stored_mask(mask, spec.limits, spec.mask_map)
     return None if isinstance(converted, Rejection) else (checked.image, converted)
 
 
@@ -250,7 +250,7 @@ def record_pieces(pair: ValidPair, spec: CheckSpec) -> Union[Pieces, Rejection]:
     (core/rerun/spill.py), else from both files read again and checked against their digests.
 
     Read from the sources, files that validation converted (to RGB PNG, or 8-bit grey PNG) are
-    converted again, without running the checks (core.example.pair_record). The spill holds the record
+    converted again, without running the checks (core/validation.record_files). The spill holds the record
     itself, so the record's bytes are the same either way. A spill that is gone or damaged
     (io/cache/spill.read_spilled) sends the writer to the sources.
     """
@@ -277,11 +277,16 @@ def _spilled(pair: ValidPair) -> Optional[bytes]:
 def _record_from_sources(pair: ValidPair, spec: CheckSpec) -> Union[Pieces, Rejection]:
     image = _read_verified(pair.ref.image, pair.image_sha256, "image", spec.max_file_bytes,
                            0 if pair.image_converted else pair.image_stored_bytes)
-    if isinstance(image, Rejection) or spec.task == "classification":
-        return image if isinstance(image, Rejection) else pair_record_pieces(pair, image)
-    mask = _read_verified(pair.ref.mask, pair.mask_sha256, "mask", spec.max_file_bytes,
-                          0 if pair.mask_converted else pair.mask_stored_bytes)
-    return mask if isinstance(mask, Rejection) else pair_record_pieces(pair, image, mask, spec.limits)
+    if isinstance(image, Rejection):
+        return image
+    mask = b""
+    if spec.task != "classification":
+        mask = _read_verified(pair.ref.mask, pair.mask_sha256, "mask", spec.max_file_bytes,
+                              0 if pair.mask_converted else pair.mask_stored_bytes)
+        if isinstance(mask, Rejection):
+            return mask
+    stored = record_files(pair, image, mask, spec.limits, spec.mask_map)
+    return stored if isinstance(stored, Rejection) else pair_example_pieces(pair, *stored)
 
 
 def _read_verified(path: str, expected_sha256: str, what: str, max_file_bytes: int,

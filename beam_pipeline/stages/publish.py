@@ -98,10 +98,10 @@ def read_result(data_dir: str) -> dict:
 class FinalizeFn(beam.DoFn):
     """Runs once, after every other write: stats.json, the files table, then the pending manifest (or the refusal)."""
 
-    def __init__(self, spec: PublishSpec, options: dict, versions: dict):
+    def __init__(self, spec: PublishSpec, options: dict, package_versions: dict):
         self._spec = spec
         self._options = options
-        self._versions = versions
+        self._package_versions = package_versions
 
     def process(self, _, shards, counts, discovered, reject_parts, stats, transform_written, refusals, settled):
         phases.reached(phases.FINALIZE)
@@ -129,7 +129,7 @@ class FinalizeFn(beam.DoFn):
             task=spec.task, num_classes=spec.num_classes, ignore_label=spec.ignore_label,
             class_names=spec.class_names, shards=shard_dicts,
             outcome_counts=count_outcomes(counts), discovered=discovered, options=self._options,
-            versions=self._versions, rejects_files=[rejects], stats=stats, balance=spec.balance.as_dict(),
+            versions=self._package_versions, rejects_files=[rejects], stats=stats, balance=spec.balance.as_dict(),
             class_index_files=[shard.class_index for shard in shards if shard.class_index],
             lineage=lineage_summary(settled, spec.cache_folder, shard_dicts, version, spec.rewritten),
             mask_map=spec.mask_map, label_map=spec.label_map, version=version, record_layout=spec.record_layout)
@@ -156,14 +156,14 @@ def _shard_order(shard):
 
 class PublishOutputs(beam.PTransform):
     """``pending_manifest_path = (shards, outcomes, filtered, discovered, stats, transform_written, refusals,
-    settled) | PublishOutputs(PublishSpec(data_dir, task, ...), options, versions)``; ``settled``:
+    settled) | PublishOutputs(PublishSpec(data_dir, task, ...), options, package_versions)``; ``settled``:
     ``(how, n)`` of ValidatePairs, for the manifest's lineage."""
 
-    def __init__(self, spec: PublishSpec, options: dict, versions: dict):
+    def __init__(self, spec: PublishSpec, options: dict, package_versions: dict):
         super().__init__()
         self._spec = spec
         self._options = options
-        self._versions = versions
+        self._package_versions = package_versions
 
     def expand(self, inputs):
         shards, outcomes, filtered, discovered, stats, transform_written, refusals, settled = inputs
@@ -183,7 +183,7 @@ class PublishOutputs(beam.PTransform):
         return (shards.pipeline
                 | "Once" >> beam.Create([None])
                 | "WriteStatsAndPendingManifest" >> beam.ParDo(
-                    FinalizeFn(self._spec, self._options, self._versions),
+                    FinalizeFn(self._spec, self._options, self._package_versions),
                     shards=beam.pvalue.AsList(shards), counts=beam.pvalue.AsList(counts),
                     discovered=beam.pvalue.AsSingleton(discovered),
                     reject_parts=beam.pvalue.AsList(reject_parts), stats=beam.pvalue.AsList(stats),

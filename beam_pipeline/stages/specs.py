@@ -10,9 +10,9 @@ import dataclasses
 from typing import Optional, Tuple
 
 from beam_pipeline.core import paths
-from beam_pipeline.core.checks import Limits
+from beam_pipeline.core.pixels import Limits
 from beam_pipeline.core.filter_expr import FilterExpression
-from beam_pipeline.core.label_maps import LabelMap, MaskMap
+from beam_pipeline.core.masks.maps import LabelMap, MaskMap
 from beam_pipeline.core.selection import SplitSpec
 
 # Input kinds (--input_format; "manifest" is accepted on the command line for LISTING).
@@ -60,6 +60,15 @@ class CheckSpec:
     class_names: Tuple[str, ...] = ()        # classification labels may be names
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
     sample_points_per_class: int = 8
+    mask_map: Optional[MaskMap] = None       # how stored mask values become class ids; None: they are class ids
+    label_map: Optional[LabelMap] = None     # classification: how source labels become class ids; None: names or ids
+
+    def check_options(self) -> dict:
+        """Every option that can change a check, as the verdict cache's fingerprint takes them (core/rerun/verdicts.py):
+        one shape that outputs and caches of earlier releases share, the maps beside the limits."""
+        options = dataclasses.asdict(self)
+        options["limits"].update(mask_map=options.pop("mask_map"), label_map=options.pop("label_map"))
+        return options
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,7 +131,7 @@ class PublishSpec:
     class_names: Tuple[str, ...] = ()
     balance: BalanceSpec = BalanceSpec()
     cache_folder: Optional[str] = None       # the verdict cache's folder of this run's fingerprint (lineage)
-    mask_map: Optional[MaskMap] = None       # the maps the run read masks or labels through (core/label_maps.py)
+    mask_map: Optional[MaskMap] = None       # the maps the run read masks or labels through (core/masks/maps.py)
     label_map: Optional[LabelMap] = None
     version: str = ""                        # data_dir as manifests name it (runs/<run_id>): see core/layout.py
     record_layout: str = ""                  # what the records' bytes depend on (core/rerun/versions.record_layout)

@@ -1,7 +1,7 @@
 """ValidatePairs and DeduplicatePairs.
 
 ValidatePairs reads both files of every pair (bounded by --max_file_bytes),
-decodes them fully and checks them (beam_pipeline/stages/pairs.py, core/checks.py),
+decodes them fully and checks them (beam_pipeline/stages/pairs.py, core/validation.py),
 unless the verdict cache holds the pair's verdict (core/rerun/verdicts.py, docs/cache.md).
 A pair validated afresh leaves its record in the cache's spill (core/rerun/spill.py), where the
 shard writer takes it, and where a re-run after a kill adopts it (stages/rerun/adopt.py).
@@ -22,7 +22,7 @@ from apache_beam.metrics import Metrics
 from beam_pipeline import phases
 from beam_pipeline.core import reasons
 from beam_pipeline.core.rerun import spill
-from beam_pipeline.core.checks import Rejection
+from beam_pipeline.core.reasons import Rejection
 from beam_pipeline.core.progress import DUPLICATES, REJECTED_PREFIX, VALID
 from beam_pipeline.core.hashing import sha256_hex
 from beam_pipeline.core.records import DUPLICATE, REJECTED, Outcome, PairRef, ValidPair, pack, unpack

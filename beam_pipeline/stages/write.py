@@ -29,7 +29,7 @@ from apache_beam.metrics import Metrics
 
 from beam_pipeline import phases
 from beam_pipeline.core import paths
-from beam_pipeline.core.checks import Rejection
+from beam_pipeline.core.reasons import Rejection
 from beam_pipeline.core.failures import write_failed
 from beam_pipeline.core.progress import PAIRS_WRITTEN, RECORDS_WRITTEN, REJECTED_PREFIX
 from beam_pipeline.core.records import REJECTED, Outcome, ValidPair

@@ -11,7 +11,7 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 from PIL import Image
 
-from beam_pipeline.core.checks import Limits
+from beam_pipeline.core.pixels import Limits
 from beam_pipeline.core.records import PairRef
 from beam_pipeline.core.selection import parse_split
 from beam_pipeline.stages.discover import ReadCorpus

@@ -226,7 +226,7 @@ def test_worker_records_keep_the_projects_lines_and_third_party_errors():
     records = forwarded([
         entry("WARN", "No semi_persistent_directory found", f"{beam_file}:380"),
         entry("INFO", "Python sdk harness starting.", f"{beam_file}:12"),
-        entry("WARN", "3 masks use \"class 9\"\nsecond line", f"{package}/core/checks.py:40"),
+        entry("WARN", "3 masks use \"class 9\"\nsecond line", f"{package}/core/images.py:40"),
         entry("INFO", "checked 500 pairs", f"{package}/stages/validate.py:58"),
         entry("ERROR", "Error processing instruction", f"{beam_file}:99", trace="Traceback ...\nValueError: x"),
         entry("DEBUG", "details", f"{package}/stages/validate.py:60"),
@@ -237,7 +237,7 @@ def test_worker_records_keep_the_projects_lines_and_third_party_errors():
               trace=f"Traceback ...\n  File \"{package}/stages/write.py\"\nOSError: [Errno 28]"),
     ])
     shown = [(r.levelname, r.name, r.getMessage()) for r in records]
-    assert shown[:2] == [("WARNING", "beam_pipeline.core.checks", "3 masks use \"class 9\"\nsecond line"),
+    assert shown[:2] == [("WARNING", "beam_pipeline.core.images", "3 masks use \"class 9\"\nsecond line"),
                          ("INFO", "beam_pipeline.stages.validate", "checked 500 pairs")]
     assert len(shown) == 3 and shown[2][0] == "ERROR" and "Worker: " in shown[2][2]
     warnings_only = forwarded([entry("INFO", "checked 500 pairs", f"{package}/stages/validate.py:58")], logging.WARNING)

@@ -14,7 +14,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from beam_pipeline.core import reasons
-from beam_pipeline.core.checks import Rejection
+from beam_pipeline.core.reasons import Rejection
 from beam_pipeline.io import folders, streams
 from beam_pipeline.stages import pairs
 from beam_pipeline.stages.specs import CLASS_FOLDERS, DiscoverSpec

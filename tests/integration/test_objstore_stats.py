@@ -16,7 +16,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_pipeline import TestPipeline
 
 from beam_pipeline.core import paths, runners
-from beam_pipeline.core.checks import Limits
+from beam_pipeline.core.pixels import Limits
 from beam_pipeline.core.records import ValidPair
 from beam_pipeline.core.selection import SplitSpec
 from beam_pipeline.stages import pairs

@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from beam_pipeline.core import checks, masks, reasons
-from beam_pipeline.core.checks import Limits, Rejection
+from beam_pipeline.core import images, masks, reasons
+from beam_pipeline.core.pixels import Limits
+from beam_pipeline.core.reasons import Rejection
 from beam_pipeline.core.records import PairRef
 from beam_pipeline.core.validation import validate_classification, validate_segmentation
 
@@ -107,34 +108,34 @@ def test_jpeg_mask_rejected_by_content():
     (png_header_only(200, 200), reasons.TOO_MANY_PIXELS),   # 40,000 > the 10,000 limit here
 ])
 def test_image_rejections(data, reason):
-    assert checks.check_image(data, LIMITS).reason == reason
+    assert images.check_image(data, LIMITS).reason == reason
 
 
 def test_truncated_jpeg_and_png():
     big = np.random.default_rng(0).integers(0, 255, (64, 64, 3), dtype=np.uint8)
     limits = Limits(num_classes=3)
     jpeg = encode(big, "JPEG", quality=95)
-    assert checks.check_image(jpeg[: len(jpeg) // 2], limits).reason == reasons.TRUNCATED
+    assert images.check_image(jpeg[: len(jpeg) // 2], limits).reason == reasons.TRUNCATED
     png = encode(big)
-    assert checks.check_image(png[: len(png) // 2], limits).reason in (reasons.TRUNCATED, reasons.UNDECODABLE)
+    assert images.check_image(png[: len(png) // 2], limits).reason in (reasons.TRUNCATED, reasons.UNDECODABLE)
 
 
 def test_gif_is_not_allowed_whatever_its_name():
     out = io.BytesIO()
     Image.fromarray(MASK).save(out, format="GIF")
-    result = checks.check_image(out.getvalue(), LIMITS)
+    result = images.check_image(out.getvalue(), LIMITS)
     assert result.reason == reasons.FORMAT_NOT_ALLOWED
     assert "gif" in result.detail
 
 
 def test_rgb_image_keeps_original_bytes():
-    result = checks.check_image(encode(rgb(), "JPEG"), LIMITS)
+    result = images.check_image(encode(rgb(), "JPEG"), LIMITS)
     assert (result.height, result.width, result.stored_format, result.stored) == (4, 4, "jpeg", None)
 
 
 def test_grey_image_becomes_rgb_png():
     grey = np.array([[0, 50], [100, 250]], dtype=np.uint8)
-    result = checks.check_image(encode(grey, "JPEG"), LIMITS)
+    result = images.check_image(encode(grey, "JPEG"), LIMITS)
     assert result.stored_format == "png"
     decoded = np.asarray(Image.open(io.BytesIO(result.stored)))
     assert decoded.shape == (2, 2, 3)
@@ -145,7 +146,7 @@ def test_rgba_image_drops_alpha_keeping_colours():
     rgba = np.zeros((2, 2, 4), dtype=np.uint8)
     rgba[..., 0] = 200
     rgba[..., 3] = [[0, 255], [128, 255]]
-    result = checks.check_image(encode(rgba), LIMITS)
+    result = images.check_image(encode(rgba), LIMITS)
     decoded = np.asarray(Image.open(io.BytesIO(result.stored)))
     assert decoded.shape == (2, 2, 3)
     assert (decoded[..., 0] == 200).all()
@@ -155,7 +156,7 @@ def test_rgba_image_drops_alpha_keeping_colours():
 def test_the_writer_converts_images_as_validation_stored_them(mode):
     source = Image.fromarray(rgb()).convert(mode)
     data = encode(np.asarray(source), mode=mode) if mode != "P" else _palette_png(source)
-    stored = checks.stored_image(data)
+    stored = images.stored_image(data)
     decoded = np.asarray(Image.open(io.BytesIO(stored)))
     assert decoded.shape == (4, 4, 3)
     assert np.array_equal(decoded, np.asarray(Image.open(io.BytesIO(data)).convert("RGB")))
@@ -180,7 +181,7 @@ def test_the_writer_converts_masks_to_8_bit_grey(array, mode):
 
 
 def test_the_writer_reports_bytes_it_cannot_decode():
-    assert checks.stored_image(b"not an image").reason == reasons.UNDECODABLE
+    assert images.stored_image(b"not an image").reason == reasons.UNDECODABLE
     assert masks.stored_mask(b"").reason == reasons.EMPTY_FILE
 
 

@@ -1,4 +1,4 @@
-"""The fast decode path (core/decode.py) and its place in the checks (core/checks.py), on hand-made files.
+"""The fast decode path (core/decode.py) and its place in the checks (core/images.py), on hand-made files.
 
 Expected pixels come from Pillow or from the arrays the files were made of; expected verdicts are
 written out here.
@@ -12,8 +12,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from beam_pipeline.core import checks, decode, masks, reasons
-from beam_pipeline.core.checks import Limits, Rejection
+from beam_pipeline.core import decode, images, masks, reasons
+from beam_pipeline.core.masks import plain
+from beam_pipeline.core.pixels import Limits
+from beam_pipeline.core.reasons import Rejection
 from tools.mutations import chunk, chunks
 
 LIMITS = Limits(num_classes=3, ignore_label=255, max_pixels=10_000)
@@ -131,7 +133,7 @@ def test_transparency_is_ignored_in_images_and_left_to_pillow_in_masks():
     Image.fromarray(MASK).save(out, format="PNG", transparency=255)
     data = out.getvalue()
     assert decode.decode_grey(data, decode.sniff(data)) is None                  # libpng gives grey + alpha
-    assert masks.check_mask(data, LIMITS) == masks.check_mask_with_pillow(data, LIMITS)
+    assert masks.check_mask(data, LIMITS) == plain.check_mask_with_pillow(data, LIMITS)
 
 
 def test_broken_data_is_flagged_by_the_fast_decoders():
@@ -151,26 +153,26 @@ def test_broken_data_is_flagged_by_the_fast_decoders():
 def test_fast_path_summaries_equal_pillows():
     limits = Limits(num_classes=3, ignore_label=255)
     for data in (png(RGB), jpeg(photo())):
-        fast = checks.check_image(data, limits)
-        slow = checks.check_image_with_pillow(data, limits)
+        fast = images.check_image(data, limits)
+        slow = images.check_image_with_pillow(data, limits)
         assert fast == slow and fast.stored is None
-    fast, slow = masks.check_mask(png(MASK), limits), masks.check_mask_with_pillow(png(MASK), limits)
+    fast, slow = masks.check_mask(png(MASK), limits), plain.check_mask_with_pillow(png(MASK), limits)
     assert fast == slow and np.array_equal(fast.values, MASK) and fast.class_pixels == (5, 5, 4)
 
 
 def test_a_png_that_pillow_decodes_but_libpng_refuses_is_rejected_with_the_flag():
     no_iend = assemble(chunks(png(MASK))[:-1])
-    assert not isinstance(masks.check_mask_with_pillow(no_iend, LIMITS), Rejection)    # Pillow alone takes it
+    assert not isinstance(plain.check_mask_with_pillow(no_iend, LIMITS), Rejection)    # Pillow alone takes it
     result = masks.check_mask(no_iend, LIMITS)
     assert result.reason == reasons.UNDECODABLE
     assert result.detail.startswith("mask: file ends before the IEND chunk; Pillow decodes it")
-    result = checks.check_image(assemble(chunks(png(RGB))[:-1]), LIMITS)
+    result = images.check_image(assemble(chunks(png(RGB))[:-1]), LIMITS)
     assert result.reason == reasons.UNDECODABLE and "IEND" in result.detail
 
 
 def test_a_flagged_png_that_pillow_refuses_keeps_pillows_reason():
     data = png(RGB)
-    assert checks.check_image(data[:60], LIMITS) == checks.check_image_with_pillow(data[:60], LIMITS)
+    assert images.check_image(data[:60], LIMITS) == images.check_image_with_pillow(data[:60], LIMITS)
 
 
 def test_a_jpeg_libjpeg_warns_about_is_stored_as_a_png_of_pillows_pixels():
@@ -178,11 +180,11 @@ def test_a_jpeg_libjpeg_warns_about_is_stored_as_a_png_of_pillows_pixels():
     dqt = data.index(b"\xff\xdb")
     warned = data[:dqt] + b"\x00\x00\x00\x00" + data[dqt:]   # "extraneous bytes before marker": a libjpeg warning
     pillow = np.asarray(Image.open(io.BytesIO(warned)).convert("RGB"))
-    result = checks.check_image(warned, Limits(num_classes=3))
+    result = images.check_image(warned, Limits(num_classes=3))
     assert result.stored_format == "png" and result.stored is not None
     assert np.array_equal(np.asarray(Image.open(io.BytesIO(result.stored))), pillow)
     assert result.channel_sum == tuple(int(v) for v in pillow.reshape(-1, 3).astype(np.int64).sum(axis=0))
-    assert checks.stored_image(warned) == result.stored       # the writer stores the same bytes
+    assert images.stored_image(warned) == result.stored       # the writer stores the same bytes
 
 
 def test_a_lossless_jpeg_is_not_stored_as_read():
@@ -192,7 +194,7 @@ def test_a_lossless_jpeg_is_not_stored_as_read():
     header = decode.sniff(bytes(data))
     assert not decode.covers_rgb(header)
     assert "SOF marker 0xC3" in decode.jpeg_process_flag(header).message
-    result = checks.check_image(bytes(data), Limits(num_classes=3))
+    result = images.check_image(bytes(data), Limits(num_classes=3))
     assert isinstance(result, Rejection) or result.stored is not None
 
 
@@ -203,12 +205,12 @@ def test_palette_transparency_longer_than_the_palette_is_rejected_not_raised():
     long_trns = [parts[0]] + [p for p in parts[1:] if p[0] == b"PLTE"] + [(b"tRNS", b"\x80" * 300)] + \
         [p for p in parts[1:] if p[0] != b"PLTE"]
     data = assemble(long_trns)
-    result = checks.check_image(data, LIMITS)
+    result = images.check_image(data, LIMITS)
     assert isinstance(result, Rejection) and result.reason == reasons.UNDECODABLE
-    assert isinstance(checks.stored_image(data), Rejection)
+    assert isinstance(images.stored_image(data), Rejection)
     image = Image.open(io.BytesIO(data))
     image.load()
-    assert isinstance(checks.to_rgb(image), Rejection)          # Pillow's convert raises; to_rgb does not
+    assert isinstance(images.to_rgb(image), Rejection)          # Pillow's convert raises; to_rgb does not
 
 
 def _png_image(image):

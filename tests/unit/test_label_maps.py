@@ -1,4 +1,4 @@
-"""core/label_maps.py, core/mask_values.py, core/mapped_masks.py on hand-made masks; the shipped maps against
+"""core/masks/maps.py, core/masks/values.py, core/masks/mapped.py on hand-made masks; the shipped maps against
 their published definitions (tests/published.py)."""
 
 import io
@@ -8,9 +8,10 @@ import pytest
 import tifffile
 from PIL import Image
 
-from beam_pipeline.core import label_maps as lm
-from beam_pipeline.core import mask_report, masks, reasons
-from beam_pipeline.core.checks import Limits
+from beam_pipeline.core.masks import maps as lm
+from beam_pipeline.core import masks, reasons
+from beam_pipeline.core.masks import report as mask_report
+from beam_pipeline.core.pixels import Limits
 from beam_pipeline.core.points import sample_points
 from published import CAMVID_LABEL_COLORS, CAMVID_SEGNET_GROUPS, CITYSCAPES_LABELS
 
@@ -36,8 +37,13 @@ def png(array: np.ndarray, mode=None) -> bytes:
     return out.getvalue()
 
 
-def stored(data: bytes, limits: Limits) -> np.ndarray:
-    return np.asarray(Image.open(io.BytesIO(masks.stored_mask(data, limits))))
+def through_map(num_classes: int, mask_map: lm.MaskMap, **limits):
+    """(Limits, MaskMap): what core/masks takes to read a mask through a map."""
+    return Limits(num_classes=num_classes, **limits), mask_map
+
+
+def stored(data: bytes, limits_and_map) -> np.ndarray:
+    return np.asarray(Image.open(io.BytesIO(masks.stored_mask(data, *limits_and_map))))
 
 
 # --------------------------------------------------------------------------- parsing
@@ -68,9 +74,9 @@ def test_json_maps_names_comments_and_ignore():
 # --------------------------------------------------------------------------- values
 def test_a_value_map_converts_8_and_16_bit_masks_and_names_unmapped_values():
     mapped = build("value,class\n7,0\n8,1\n0,ignore\n1000,3\n")
-    limits = Limits(num_classes=4, mask_map=mapped)
+    limits = through_map(4, mapped)
     values = np.array([[7, 7, 8, 0], [0, 8, 8, 7]], np.uint8)
-    check = masks.check_mask(png(values), limits)
+    check = masks.check_mask(png(values), *limits)
     assert (check.class_pixels, check.ignore_pixels) == ((3, 3, 0, 0), 2)
     assert check.source_pixels == ((0, 2), (7, 3), (8, 3))
     assert stored(png(values), limits).tolist() == [[0, 0, 1, 255], [255, 1, 1, 0]]
@@ -78,46 +84,46 @@ def test_a_value_map_converts_8_and_16_bit_masks_and_names_unmapped_values():
     sixteen[0, 0] = 1000
     assert stored(png(sixteen), limits).tolist() == [[3, 0, 1, 255], [255, 1, 1, 0]]
     sixteen[1, 3] = 1256                          # 1256 % 256 == 232, 1256 & 255 is not 1000's class: no wrap
-    rejected = masks.check_mask(png(sixteen), limits)
+    rejected = masks.check_mask(png(sixteen), *limits)
     assert rejected.reason == reasons.MASK_VALUE_UNMAPPED and "1256 (1 px)" in rejected.detail
 
 
 def test_unmapped_values_can_be_ignored():
     mapped = build("value,class\n7,0\n", unmapped=lm.IGNORE_UNMAPPED)
-    limits = Limits(num_classes=4, mask_map=mapped)
-    check = masks.check_mask(png(np.array([[7, 9], [9, 40]], np.uint8)), limits)
+    limits = through_map(4, mapped)
+    check = masks.check_mask(png(np.array([[7, 9], [9, 40]], np.uint8)), *limits)
     assert (check.class_pixels, check.ignore_pixels) == ((1, 0, 0, 0), 3)
     assert stored(png(np.array([[7, 9], [9, 40]], np.uint8)), limits).tolist() == [[0, 255], [255, 255]]
 
 
 def test_reduce_zero_label_first_then_the_map():
-    reduce_only = Limits(num_classes=3, mask_map=lm.MaskMap(lm.IDENTITY, reduce_zero_label=True, source="r"))
+    reduce_only = through_map(3, lm.MaskMap(lm.IDENTITY, reduce_zero_label=True, source="r"))
     values = np.array([[0, 1, 2, 3], [255, 3, 1, 0]], np.uint8)
     assert stored(png(values), reduce_only).tolist() == [[255, 0, 1, 2], [255, 2, 0, 255]]
-    too_big = masks.check_mask(png(np.array([[4]], np.uint8)), reduce_only)
+    too_big = masks.check_mask(png(np.array([[4]], np.uint8)), *reduce_only)
     assert too_big.reason == reasons.MASK_VALUE_OUT_OF_RANGE and "4 (1 px)" in too_big.detail
-    then_map = Limits(num_classes=2, mask_map=build("value,class\n0,1\n1,1\n2,0\n", num_classes=2, reduce=True))
+    then_map = through_map(2, build("value,class\n0,1\n1,1\n2,0\n", num_classes=2, reduce=True))
     assert stored(png(values), then_map).tolist() == [[255, 1, 1, 0], [255, 0, 1, 255]]
 
 
 def test_tiff_masks_16_bit_negative_and_float_values():
-    limits = Limits(num_classes=4, mask_formats=("png", "tiff"), mask_map=build("value,class\n300,2\n65535,ignore\n"))
+    limits = through_map(4, build("value,class\n300,2\n65535,ignore\n"), mask_formats=("png", "tiff"))
     out = io.BytesIO()
     tifffile.imwrite(out, np.array([[300, 65535], [300, 300]], np.uint16), compression="zlib")
     assert stored(out.getvalue(), limits).tolist() == [[2, 255], [2, 2]]
-    png_only = Limits(num_classes=4, mask_map=limits.mask_map)
-    assert masks.check_mask(out.getvalue(), png_only).reason == reasons.FORMAT_NOT_ALLOWED
+    png_only = through_map(4, limits[1])
+    assert masks.check_mask(out.getvalue(), *png_only).reason == reasons.FORMAT_NOT_ALLOWED
     for array, reason in ((np.array([[-3, 300]], np.int32), reasons.MASK_VALUE_OUT_OF_RANGE),
                           (np.array([[70000, 300]], np.int32), reasons.MASK_VALUE_OUT_OF_RANGE),
                           (np.array([[2.0, 300.0]], np.float32), reasons.UNSUPPORTED_MODE)):
         out = io.BytesIO()
         tifffile.imwrite(out, array)
-        assert masks.check_mask(out.getvalue(), limits).reason == reason, array.dtype
+        assert masks.check_mask(out.getvalue(), *limits).reason == reason, array.dtype
 
 
 def test_an_rgb_mask_through_a_value_map_is_not_single_channel():
-    limits = Limits(num_classes=4, mask_map=build("value,class\n0,0\n"))
-    result = masks.check_mask(png(np.zeros((2, 2, 3), np.uint8)), limits)
+    limits = through_map(4, build("value,class\n0,0\n"))
+    result = masks.check_mask(png(np.zeros((2, 2, 3), np.uint8)), *limits)
     assert result.reason == reasons.MASK_NOT_SINGLE_CHANNEL and "--color_map" in result.detail
 
 
@@ -126,29 +132,29 @@ COLOURS = "r,g,b,class\n128,64,128,0\n0,0,142,1\n0,0,0,ignore\n"
 
 
 def test_colours_match_exactly_and_an_unknown_colour_is_named_with_its_pixels():
-    limits = Limits(num_classes=2, mask_map=build(COLOURS, kind=lm.COLORS, num_classes=2))
+    limits = through_map(2, build(COLOURS, kind=lm.COLORS, num_classes=2))
     rgb = np.zeros((2, 3, 3), np.uint8)
     rgb[0] = (128, 64, 128)
     rgb[1, 0] = (0, 0, 142)
     assert stored(png(rgb), limits).tolist() == [[0, 0, 0], [1, 255, 255]]
     rgb[1, 2] = (128, 64, 129)                    # one level off: never rounded to (128,64,128)
-    rejected = masks.check_mask(png(rgb), limits)
+    rejected = masks.check_mask(png(rgb), *limits)
     assert rejected.reason == reasons.MASK_COLOR_UNKNOWN and "(128,64,129) (1 px)" in rejected.detail
 
 
 def test_rgba_alpha_0_is_ignore_and_partial_alpha_is_rejected():
-    limits = Limits(num_classes=2, mask_map=build(COLOURS, kind=lm.COLORS, num_classes=2))
+    limits = through_map(2, build(COLOURS, kind=lm.COLORS, num_classes=2))
     rgba = np.zeros((1, 3, 4), np.uint8)
     rgba[0] = [(128, 64, 128, 255), (0, 0, 142, 255), (9, 9, 9, 0)]
-    check = masks.check_mask(png(rgba, "RGBA"), limits)
+    check = masks.check_mask(png(rgba, "RGBA"), *limits)
     assert (check.class_pixels, check.ignore_pixels) == ((1, 1), 1)
     assert stored(png(rgba, "RGBA"), limits).tolist() == [[0, 1, 255]]
     rgba[0, 2, 3] = 128
-    assert masks.check_mask(png(rgba, "RGBA"), limits).reason == reasons.MASK_ALPHA_PARTIAL
+    assert masks.check_mask(png(rgba, "RGBA"), *limits).reason == reasons.MASK_ALPHA_PARTIAL
 
 
 def test_a_palette_mask_is_read_through_its_palette_and_16_bit_colour_is_refused():
-    limits = Limits(num_classes=2, mask_map=build(COLOURS, kind=lm.COLORS, num_classes=2))
+    limits = through_map(2, build(COLOURS, kind=lm.COLORS, num_classes=2))
     image = Image.frombytes("P", (3, 1), bytes([2, 0, 1]))
     image.putpalette([0, 0, 142, 0, 0, 0, 128, 64, 128])            # index order means nothing
     out = io.BytesIO()
@@ -156,7 +162,7 @@ def test_a_palette_mask_is_read_through_its_palette_and_16_bit_colour_is_refused
     assert stored(out.getvalue(), limits).tolist() == [[0, 1, 255]]
     deep = io.BytesIO()
     Image.fromarray(np.zeros((2, 2), np.uint16)).save(deep, format="PNG")
-    assert masks.check_mask(deep.getvalue(), limits).reason == reasons.UNSUPPORTED_MODE
+    assert masks.check_mask(deep.getvalue(), *limits).reason == reasons.UNSUPPORTED_MODE
 
 
 # --------------------------------------------------------------------------- points
@@ -166,12 +172,12 @@ def test_mapped_masks_give_the_points_of_their_converted_mask(kind):
     classes = rng.integers(0, 2, size=(64, 80)).astype(np.uint8)
     classes[5, 7] = 2                                              # a class too rare to be probed
     if kind == "values":
-        limits = Limits(num_classes=3, mask_map=build("value,class\n10,0\n20,1\n30,2\n31,2\n", num_classes=3))
+        limits = through_map(3, build("value,class\n10,0\n20,1\n30,2\n31,2\n", num_classes=3))
         data = png(np.array([10, 20, 30], np.uint8)[classes])
     else:
-        limits = Limits(num_classes=3, mask_map=build(COLOURS + "1,2,3,2\n", kind=lm.COLORS, num_classes=3))
+        limits = through_map(3, build(COLOURS + "1,2,3,2\n", kind=lm.COLORS, num_classes=3))
         data = png(np.array([(128, 64, 128), (0, 0, 142), (1, 2, 3)], np.uint8)[classes])
-    check = masks.check_mask(data, limits)
+    check = masks.check_mask(data, *limits)
     converted = stored(data, limits)
     got = sample_points(check.values, "key", 3, 8, check.class_pixels)
     want = sample_points(converted, "key", 3, 8, check.class_pixels)
@@ -222,27 +228,27 @@ def test_warnings_name_the_absent_class_and_an_ignore_label_that_covers_most_pix
 
 
 def test_a_damaged_png_is_rejected_through_a_map_as_without_one():
-    limits = Limits(num_classes=4, mask_map=build("value,class\n7,0\n8,1\n"))
+    limits = through_map(4, build("value,class\n7,0\n8,1\n"))
     no_iend = png(np.array([[7, 8], [8, 7]], np.uint8))[:-12]      # Pillow decodes it; libpng refuses it
-    result = masks.check_mask(no_iend, limits)
+    result = masks.check_mask(no_iend, *limits)
     assert result.reason == reasons.UNDECODABLE and "IEND" in result.detail
     assert result == masks.check_mask(no_iend, Limits(num_classes=10))
 
 
 def test_a_palette_mask_with_transparency_and_a_16_bit_mask_with_unlisted_values_ignored():
-    limits = Limits(num_classes=2, mask_map=build(COLOURS, kind=lm.COLORS, num_classes=2))
+    limits = through_map(2, build(COLOURS, kind=lm.COLORS, num_classes=2))
     image = Image.frombytes("P", (4, 1), bytes([0, 1, 2, 3]))
     image.putpalette([128, 64, 128, 0, 0, 142, 0, 0, 142, 5, 5, 5])   # two indices hold one colour
     image.info["transparency"] = 3                                    # index 3 is transparent
     out = io.BytesIO()
     image.save(out, format="PNG", transparency=3)
-    check = masks.check_mask(out.getvalue(), limits)
+    check = masks.check_mask(out.getvalue(), *limits)
     assert (check.class_pixels, check.ignore_pixels) == ((1, 2), 1)
     assert dict(check.source_pixels)[0x00008E] == 2
     assert stored(out.getvalue(), limits).tolist() == [[0, 1, 1, 255]]
-    wide = Limits(num_classes=4, mask_map=build("value,class\n7,0\n300,1\n", unmapped=lm.IGNORE_UNMAPPED))
+    wide = through_map(4, build("value,class\n7,0\n300,1\n", unmapped=lm.IGNORE_UNMAPPED))
     values = np.array([[300, 7], [9, 40000]], np.uint16)
-    check = masks.check_mask(png(values), wide)
+    check = masks.check_mask(png(values), *wide)
     assert (check.class_pixels, check.ignore_pixels) == ((1, 1, 0, 0), 2)
     assert check.source_pixels == ((7, 1), (9, 1), (300, 1), (40000, 1))
     assert stored(png(values), wide).tolist() == [[1, 0], [255, 255]]

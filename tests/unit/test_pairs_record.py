@@ -10,7 +10,8 @@ import tensorflow as tf
 from PIL import Image
 
 from beam_pipeline.core import features, reasons
-from beam_pipeline.core.checks import Limits, Rejection
+from beam_pipeline.core.pixels import Limits
+from beam_pipeline.core.reasons import Rejection
 from beam_pipeline.core.records import PairRef, ValidPair
 from beam_pipeline.core.rerun.verdicts import Verdict
 from beam_pipeline.io.cache import spill as spill_store, verdicts as verdict_store

@@ -3,8 +3,8 @@
 A pair's verdict (its ValidPair without the paths, or the reason its content is rejected) is a
 function of its files' bytes, its label, its key (the crop sample points are drawn from a stable hash
 of the key) and of everything that can change a check: the check options, the decoders' versions and
-the rules' own version (:data:`RULES_VERSION`, raised with any change to core/checks.py, masks.py,
-decode.py, validation.py or points.py that can change a verdict). The options, versions and rules
+the rules' own version (:data:`RULES_VERSION`, raised with any change to core/pixels.py, decode.py,
+images.py, masks/, validation.py or points.py that can change a verdict). The options, versions and rules
 make the cache's :func:`fingerprint`: verdicts of another fingerprint are never read.
 
 A verdict is reused:

@@ -9,9 +9,9 @@ One decoder (:func:`decode_source`) serves validation and the writer:
   code: its order means nothing), and grey masks as the colour ``(v, v, v)``; 16-bit colour masks and
   other modes are rejected as ``unsupported_mode``, never reduced to 8 bits.
 
-Validation summarises the decoded mask through the map's table (core/mask_values.py) and stores
+Validation summarises the decoded mask through the map's table (core/masks/values.py) and stores
 nothing; the writer converts every pixel with the same table and stores an 8-bit grey PNG of class ids
-(checks.encode_png: deterministic bytes). A mapped mask is therefore always ``converted``; its stored
+(core/pixels.encode_png: deterministic bytes). A mapped mask is therefore always ``converted``; its stored
 size is estimated by the source file's (shards are sized by estimates anyway).
 """
 
@@ -21,11 +21,13 @@ from typing import Optional, Tuple, Union
 import numpy as np
 from PIL import Image
 
-from beam_pipeline.core import checks, decode, reasons
-from beam_pipeline.core import mask_colors as mc
-from beam_pipeline.core import mask_values as mv
-from beam_pipeline.core.checks import Limits, MaskCheck, Rejection
-from beam_pipeline.core.label_maps import COLORS
+from beam_pipeline.core import decode, pixels, reasons
+from beam_pipeline.core.masks import colors as mc
+from beam_pipeline.core.masks import values as mv
+from beam_pipeline.core.masks.maps import COLORS, MaskMap
+from beam_pipeline.core.masks.plain import MaskCheck
+from beam_pipeline.core.pixels import Limits
+from beam_pipeline.core.reasons import Rejection
 
 _TIFF_BITS = 258           # the BitsPerSample tag
 _SINGLE = {"L": np.uint8, "P": np.uint8, "1": np.uint8}
@@ -43,19 +45,19 @@ class Decoded:
     index_colors: Optional[list] = None          # a palette mask through a colour map: (r, g, b, a) of each index
 
 
-def decode_source(data: bytes, limits: Limits) -> Union[Decoded, Rejection]:
+def decode_source(data: bytes, limits: Limits, mask_map: MaskMap) -> Union[Decoded, Rejection]:
     """The mask's stored values as its map reads them (module docstring), or why it cannot be read.
 
-    As for every file (core/checks.py): a PNG whose header or structure the fast path flags, or that libpng
+    As for every file (core/pixels.py): a PNG whose header or structure the fast path flags, or that libpng
     refuses, is rejected as ``undecodable`` even when Pillow would decode it (its pixels would be a guess).
     """
-    colors = limits.mask_map.kind == COLORS
-    header = checks.fast_path_header(data, limits.mask_formats, limits.max_pixels)
+    colors = mask_map.kind == COLORS
+    header = pixels.fast_path_header(data, limits.mask_formats, limits.max_pixels)
     if isinstance(header, decode.Flag):
-        return checks.flagged(data, header, "mask", _with_pillow(data, limits, colors))
+        return pixels.flagged(data, header, "mask", _with_pillow(data, limits, colors))
     fast = _fast(data, header, colors) if isinstance(header, decode.Header) and header.format == "png" else None
     if isinstance(fast, decode.Flag):
-        return checks.flagged(data, fast, "mask", _with_pillow(data, limits, colors))
+        return pixels.flagged(data, fast, "mask", _with_pillow(data, limits, colors))
     return fast if fast is not None else _with_pillow(data, limits, colors)
 
 
@@ -79,12 +81,12 @@ def _fast(data: bytes, header: decode.Header, colors: bool) -> Union[Decoded, Re
 
 
 def _with_pillow(data: bytes, limits: Limits, colors: bool) -> Union[Decoded, Rejection]:
-    image = checks.open_checked(data, limits.mask_formats, limits.max_pixels, "mask")
+    image = pixels.open_checked(data, limits.mask_formats, limits.max_pixels, "mask")
     if isinstance(image, Rejection):
         return image
     if getattr(image, "n_frames", 1) > 1:
         return Rejection(reasons.UNSUPPORTED_MODE, f"mask has {image.n_frames} frames or pages; a mask is one")
-    failed = checks.load_checked(image, "mask")
+    failed = pixels.load_checked(image, "mask")
     if failed:
         return failed
     return _colors_of(image) if colors else _values_of(image)
@@ -95,10 +97,10 @@ def _values_of(image: Image.Image) -> Union[Decoded, Rejection]:
         values = np.asarray(image).astype(np.uint8)
         counts = np.asarray(image.histogram(), dtype=np.int64) if image.mode != "1" else None
         return Decoded(image.height, image.width, values=values, counts=counts)
-    if image.mode in checks.SIXTEEN_BIT or image.mode == "F":
+    if image.mode in pixels.SIXTEEN_BIT or image.mode == "F":
         values = mv.integer_values(np.asarray(image), "mask")
-        if isinstance(values, mv.Rejected):
-            return Rejection(values.reason, values.detail)
+        if isinstance(values, Rejection):
+            return values
         return Decoded(image.height, image.width, values=values)
     return Rejection(reasons.MASK_NOT_SINGLE_CHANNEL,
                      f"mask mode is {image.mode} ({len(image.getbands())} channels); --label_map reads "
@@ -123,7 +125,7 @@ def _colors_of(image: Image.Image) -> Union[Decoded, Rejection]:
             image = image.convert("RGB")
         elif mode == "LA":
             image = image.convert("RGBA")
-    except checks.DECODE_ERRORS as error:
+    except pixels.DECODE_ERRORS as error:
         return Rejection(reasons.UNDECODABLE, f"mask cannot be read as colours: {error}")
     if image.mode not in ("RGB", "RGBA"):
         return Rejection(reasons.UNSUPPORTED_MODE, f"mask mode {mode} cannot be a colour mask "
@@ -131,53 +133,53 @@ def _colors_of(image: Image.Image) -> Union[Decoded, Rejection]:
     return Decoded(image.height, image.width, image=image)
 
 
-def check_mapped_mask(data: bytes, limits: Limits) -> Union[MaskCheck, Rejection]:
+def check_mapped_mask(data: bytes, limits: Limits, mask_map: MaskMap) -> Union[MaskCheck, Rejection]:
     """A mapped mask's size, class histogram and source values, or why it is rejected."""
-    decoded = decode_source(data, limits)
+    decoded = decode_source(data, limits, mask_map)
     if isinstance(decoded, Rejection):
         return decoded
-    mask, n, ignore = limits.mask_map, limits.num_classes, limits.ignore_label
+    mask, n, ignore = mask_map, limits.num_classes, limits.ignore_label
     if decoded.index_colors is not None:
         used = np.flatnonzero(decoded.counts).tolist()
         summary = mc.summarise_colors([(int(decoded.counts[i]), decoded.index_colors[i]) for i in used], mask, n,
                                       ignore)
-        view = None if isinstance(summary, mv.Rejected) else IndexView(
+        view = None if isinstance(summary, Rejection) else IndexView(
             decoded.values, mc.index_classes(decoded.index_colors, used, mask, ignore))
     elif decoded.image is not None:
         summary = mc.summarise_colors(mc.count_colors(decoded.image), mask, n, ignore)
-        view = None if isinstance(summary, mv.Rejected) else mc.MappedColors(decoded.image, summary, mask, ignore,
+        view = None if isinstance(summary, Rejection) else mc.MappedColors(decoded.image, summary, mask, ignore,
                                                                               decoded.rgb)
     else:
         histogram = mv.source_histogram(decoded.values, decoded.counts, mask)
         summary = mv.summarise_values(histogram, mask, n, ignore)
-        view = None if isinstance(summary, mv.Rejected) else MappedValues(decoded.values, summary, mask, n, ignore)
-    if isinstance(summary, mv.Rejected):
-        return Rejection(summary.reason, summary.detail)
+        view = None if isinstance(summary, Rejection) else MappedValues(decoded.values, summary, mask, n, ignore)
+    if isinstance(summary, Rejection):
+        return summary
     return MaskCheck(decoded.height, decoded.width, summary.class_pixels, summary.ignore_pixels, None, view,
                      converted=True, stored_estimate=len(data), source_pixels=summary.source_pixels)
 
 
-def stored_mapped_mask(data: bytes, limits: Limits) -> Union[bytes, Rejection]:
+def stored_mapped_mask(data: bytes, limits: Limits, mask_map: MaskMap) -> Union[bytes, Rejection]:
     """The 8-bit grey PNG of class ids the writer stores for a mapped mask: every pixel through the map."""
-    decoded = decode_source(data, limits)
+    decoded = decode_source(data, limits, mask_map)
     if isinstance(decoded, Rejection):
         return decoded
     if decoded.index_colors is not None:
         used = np.flatnonzero(decoded.counts).tolist()
-        table = mc.index_classes(decoded.index_colors, used, limits.mask_map, limits.ignore_label)
-        converted = (mv.Rejected(reasons.MASK_COLOR_UNKNOWN, "mask has a colour validation did not see")
+        table = mc.index_classes(decoded.index_colors, used, mask_map, limits.ignore_label)
+        converted = (Rejection(reasons.MASK_COLOR_UNKNOWN, "mask has a colour validation did not see")
                      if (table[used] < 0).any() else np.take(table.astype(np.uint8), decoded.values))
     elif decoded.image is not None:
-        converted = mc.convert_colors(decoded.image, limits.mask_map, limits.ignore_label)
+        converted = mc.convert_colors(decoded.image, mask_map, limits.ignore_label)
     else:
-        converted = mv.convert_values(decoded.values, limits.mask_map, limits.num_classes, limits.ignore_label)
-    if isinstance(converted, mv.Rejected):
+        converted = mv.convert_values(decoded.values, mask_map, limits.num_classes, limits.ignore_label)
+    if isinstance(converted, Rejection):
         return Rejection(reasons.CHANGED_SINCE_VALIDATION, converted.detail)
-    return checks.encode_png(converted)
+    return pixels.encode_png(converted)
 
 
 # --------------------------------------------------------------------------
-# The class of a few pixels, for the crop sample points (core/points.py); colours: core/mask_colors.py
+# The class of a few pixels, for the crop sample points (core/points.py); colours: core/masks/colors.py
 # --------------------------------------------------------------------------
 def _sources_of(summary: mv.Summary, classes_of, c: int) -> Tuple[int, ...]:
     return tuple(v for v, _ in summary.source_pixels if v >= 0 and classes_of(v) == c)

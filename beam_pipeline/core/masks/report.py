@@ -12,8 +12,8 @@ Pure: the splits' tallies (manifest.json's shape) and the maps in, JSON-ready va
 
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
-from beam_pipeline.core import label_maps as lm
-from beam_pipeline.core import mask_values as mv
+from beam_pipeline.core.masks import maps as lm
+from beam_pipeline.core.masks import values as mv
 from beam_pipeline.core.selection import TRAIN
 
 IGNORE_SHARE_LIMIT = 0.5          # a run whose ignore label covers more of the mask pixels gets a warning

@@ -1,15 +1,15 @@
-"""Converting a decoded mask's stored values to class ids through a MaskMap (core/label_maps.py).
+"""Converting a decoded mask's stored values to class ids through a MaskMap (core/masks/maps.py).
 
 One table per map decides every value, and both paths use it, so validation and the writer cannot
 drift apart:
 
 * validation summarises: the source values' histogram goes through the table, which finds every unmapped
   value and gives the class histogram, without converting a pixel (:func:`summarise_values`); the crop
-  sample points read the class of a few pixels only (core/mapped_masks.py);
+  sample points read the class of a few pixels only (core/masks/mapped.py);
 * the writer converts every pixel with the same table (:func:`convert_values`) and stores an 8-bit grey
   PNG of class ids and the ignore label.
 
-Colour masks: core/mask_colors.py, with the same records.
+Colour masks: core/masks/colors.py, with the same records.
 
 Value tables have an entry for each of the 65,536 16-bit values: a class id, the ignore label,
 UNMAPPED or OUT_OF_RANGE. A value that cannot be a class (negative, above 65535, not an integer) is
@@ -25,7 +25,8 @@ import numpy as np
 from PIL import Image
 
 from beam_pipeline.core import reasons
-from beam_pipeline.core.label_maps import IDENTITY, IGNORE, IGNORE_UNMAPPED, VALUES, MaskMap, color_text
+from beam_pipeline.core.reasons import Rejection
+from beam_pipeline.core.masks.maps import IDENTITY, IGNORE, IGNORE_UNMAPPED, VALUES, MaskMap, color_text
 
 UNMAPPED = -2                 # a value table's entry for a value the map does not list
 OUT_OF_RANGE = -3             # ... for a value that is neither a class id nor the ignore label
@@ -42,12 +43,6 @@ class Summary:
     class_pixels: Tuple[int, ...]
     ignore_pixels: int
     source_pixels: Tuple[Tuple[int, int], ...]
-
-
-@dataclasses.dataclass(frozen=True)
-class Rejected:
-    reason: str
-    detail: str
 
 
 def _ignore_value(ignore_label: Optional[int]) -> int:
@@ -103,17 +98,17 @@ def _value_table(mask: MaskMap, num_classes: int, ignore_label: Optional[int]) -
     return table.astype(np.int32)
 
 
-def integer_values(values: np.ndarray, where: str) -> Union[np.ndarray, Rejected]:
+def integer_values(values: np.ndarray, where: str) -> Union[np.ndarray, Rejection]:
     """``values`` as a non-negative integer array of 16-bit values, or why it cannot hold class ids."""
     if values.dtype.kind == "f":
-        return Rejected(reasons.UNSUPPORTED_MODE, "mask has floating-point values; a mask holds integer ids")
+        return Rejection(reasons.UNSUPPORTED_MODE, "mask has floating-point values; a mask holds integer ids")
     if values.dtype.kind not in "ui":
-        return Rejected(reasons.UNSUPPORTED_MODE, f"mask values of type {values.dtype} are not integer ids")
+        return Rejection(reasons.UNSUPPORTED_MODE, f"mask values of type {values.dtype} are not integer ids")
     if values.size and values.dtype.itemsize > 1:
         low, high = int(values.min()), int(values.max())
         if low < 0 or high >= TABLE_SIZE:
             bad = np.unique(values[(values < 0) | (values >= TABLE_SIZE)])[:MAX_LISTED].tolist()
-            return Rejected(reasons.MASK_VALUE_OUT_OF_RANGE,
+            return Rejection(reasons.MASK_VALUE_OUT_OF_RANGE,
                             f"{where} has values {bad} outside 0..{TABLE_SIZE - 1}; none can be a class id")
     return values
 
@@ -165,7 +160,7 @@ def present_values(histogram: np.ndarray) -> np.ndarray:
 
 
 def summarise_values(histogram: Tuple[np.ndarray, np.ndarray], mask: MaskMap, num_classes: int,
-                     ignore_label: Optional[int]) -> Union[Summary, Rejected]:
+                     ignore_label: Optional[int]) -> Union[Summary, Rejection]:
     """The class histogram of a mask whose source values are ``histogram`` (:func:`source_histogram`), or why
     it is rejected."""
     table = value_table(mask, num_classes, ignore_label)
@@ -173,13 +168,13 @@ def summarise_values(histogram: Tuple[np.ndarray, np.ndarray], mask: MaskMap, nu
     classes = table[present]
     unmapped = classes == UNMAPPED
     if unmapped.any():
-        return Rejected(reasons.MASK_VALUE_UNMAPPED,
+        return Rejection(reasons.MASK_VALUE_UNMAPPED,
                         f"mask has values {listed(present[unmapped], pixels[unmapped], str)} that "
                         f"{mask.source} does not list")
     bad = classes == OUT_OF_RANGE
     if bad.any():
         allowed = f"0..{num_classes - 1}" + (f" or ignore label {ignore_label}" if ignore_label is not None else "")
-        return Rejected(reasons.MASK_VALUE_OUT_OF_RANGE,
+        return Rejection(reasons.MASK_VALUE_OUT_OF_RANGE,
                         f"mask has values {listed(present[bad], pixels[bad], str)} that are outside {allowed} "
                         "after --reduce_zero_label")
     return _summary(present, pixels, classes, num_classes, ignore_label, mask)
@@ -218,12 +213,12 @@ def listed(values, pixels, text) -> str:
 
 
 def convert_values(values: np.ndarray, mask: MaskMap, num_classes: int,
-                   ignore_label: Optional[int]) -> Union[np.ndarray, Rejected]:
+                   ignore_label: Optional[int]) -> Union[np.ndarray, Rejection]:
     """The HxW uint8 class ids (and ignore label) of an integer mask: every pixel through the table."""
     values = integer_values(values, "mask")
-    if isinstance(values, Rejected):
+    if isinstance(values, Rejection):
         return values
     converted = np.take(value_table(mask, num_classes, ignore_label), values)
     if (converted < 0).any():
-        return Rejected(reasons.MASK_VALUE_UNMAPPED, "mask has values the map does not list")
+        return Rejection(reasons.MASK_VALUE_UNMAPPED, "mask has values the map does not list")
     return converted.astype(np.uint8)

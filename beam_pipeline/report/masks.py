@@ -1,5 +1,5 @@
 """The report's warnings (every class the train split lacks, an ignore label that covers most pixels) and the
-table of the source mask values a map read, next to the classes they became (core/mask_report.py)."""
+table of the source mask values a map read, next to the classes they became (core/masks/report.py)."""
 
 from typing import Set
 

@@ -1,6 +1,6 @@
 """Colour masks through a ``--color_map``: every colour matched exactly, counted and converted in Pillow's C.
 
-Colours are 24-bit integers 0xRRGGBB (core/label_maps.py); a colour one level off is another colour,
+Colours are 24-bit integers 0xRRGGBB (core/masks/maps.py); a colour one level off is another colour,
 never the nearest. In an RGBA mask, alpha 0 is the ignore label (transparent: not annotated, whatever its
 RGB), alpha 255 is the colour, and any other alpha is rejected.
 
@@ -19,8 +19,9 @@ import numpy as np
 from PIL import Image
 
 from beam_pipeline.core import reasons
-from beam_pipeline.core.label_maps import IGNORE, IGNORE_UNMAPPED, MaskMap, color_text
-from beam_pipeline.core.mask_values import (MAX_LISTED, OTHER_UNMAPPED, TRANSPARENT, Rejected, Summary, cached,
+from beam_pipeline.core.reasons import Rejection
+from beam_pipeline.core.masks.maps import IGNORE, IGNORE_UNMAPPED, MaskMap, color_text
+from beam_pipeline.core.masks.values import (MAX_LISTED, OTHER_UNMAPPED, TRANSPARENT, Summary, cached,
                                             listed)
 
 MAX_COLORS_COUNTED = 4096     # Pillow counts up to this many colours; more is a mask no colour map covers
@@ -63,7 +64,7 @@ def packed_pixels(image: Image.Image) -> np.ndarray:
 
 
 def summarise_colors(counted: Sequence[Tuple[int, tuple]], mask: MaskMap, num_classes: int,
-                     ignore_label: Optional[int]) -> Union[Summary, Rejected]:
+                     ignore_label: Optional[int]) -> Union[Summary, Rejection]:
     """The class histogram of a colour mask from its colours' pixel counts, or why it is rejected."""
     classes = color_classes(mask, ignore_label)
     class_pixels = [0] * num_classes
@@ -88,15 +89,15 @@ def summarise_colors(counted: Sequence[Tuple[int, tuple]], mask: MaskMap, num_cl
             class_pixels[cls] += count
             sources.append((packed, count))
     if partial:
-        return Rejected(reasons.MASK_ALPHA_PARTIAL,
+        return Rejection(reasons.MASK_ALPHA_PARTIAL,
                         f"mask has {partial:,} partly transparent pixels (alpha 1..254); alpha 0 is the ignore "
                         "label and alpha 255 a colour of the map, anything else is ambiguous")
     if transparent and ignore_label is None:
-        return Rejected(reasons.MASK_ALPHA_PARTIAL, f"mask has {transparent:,} transparent pixels (alpha 0), which "
+        return Rejection(reasons.MASK_ALPHA_PARTIAL, f"mask has {transparent:,} transparent pixels (alpha 0), which "
                                                     "are the ignore label, but --ignore_label is -1")
     if unknown and mask.unmapped != IGNORE_UNMAPPED:
         colors, pixels = zip(*unknown)
-        return Rejected(reasons.MASK_COLOR_UNKNOWN, f"mask has colours {listed(colors, pixels, color_text)} that "
+        return Rejection(reasons.MASK_COLOR_UNKNOWN, f"mask has colours {listed(colors, pixels, color_text)} that "
                                                     f"{mask.source} does not list")
     unknown.sort(key=lambda item: (-item[1], item[0]))
     sources += unknown[:MAX_LISTED]
@@ -111,7 +112,7 @@ def summarise_colors(counted: Sequence[Tuple[int, tuple]], mask: MaskMap, num_cl
     return Summary(tuple(class_pixels), ignore, tuple(sorted(sources)) + extra)
 
 
-def convert_colors(image: Image.Image, mask: MaskMap, ignore_label: Optional[int]) -> Union[np.ndarray, Rejected]:
+def convert_colors(image: Image.Image, mask: MaskMap, ignore_label: Optional[int]) -> Union[np.ndarray, Rejection]:
     """The HxW uint8 class ids (and ignore label) of an RGB or RGBA mask image, every pixel matched exactly."""
     classes = color_classes(mask, ignore_label)
     words = packed_pixels(image)
@@ -123,7 +124,7 @@ def convert_colors(image: Image.Image, mask: MaskMap, ignore_label: Optional[int
         packed = (color[0] << 16) | (color[1] << 8) | color[2]
         cls = classes.get(packed)
         if alpha != 255 or (cls is None and mask.unmapped != IGNORE_UNMAPPED):
-            return Rejected(reasons.MASK_COLOR_UNKNOWN, f"mask has the colour {color_text(packed)} (alpha {alpha}), "
+            return Rejection(reasons.MASK_COLOR_UNKNOWN, f"mask has the colour {color_text(packed)} (alpha {alpha}), "
                                                         "which validation did not see")
         if cls is not None and cls != ignore_label:
             out[words == _word(packed)] = cls

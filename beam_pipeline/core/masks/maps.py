@@ -12,10 +12,10 @@ not list is *unmapped*: the pair is rejected, naming the values, unless ``--unma
 
 Map files are CSV (header ``value,class`` or ``r,g,b,class``, an optional ``name`` column naming the
 source value, ``#`` comment lines) or, for value maps, a JSON object ``{"value": class}``. Maps shipped
-with the package (:data:`SHIPPED`, files in ``maps/``) are named instead of a path.
+with the package (:data:`SHIPPED`, files in ``shipped/``) are named instead of a path.
 
 Pure: text in, frozen records out. The launcher reads the files (launcher/maps.py); pixels are converted
-by core/mask_values.py.
+by core/masks/values.py and core/masks/colors.py.
 """
 
 import csv
@@ -75,7 +75,7 @@ class ShippedMap:
     """A map shipped with the package, named on the command line instead of a file."""
     name: str
     option: str               # "--label_map" or "--color_map"
-    file: str                 # in maps/
+    file: str                 # in shipped/
     class_names: Tuple[str, ...]
     description: str
 
@@ -102,7 +102,7 @@ def shipped_help(option: str) -> str:
 
 
 def shipped_bytes(name: str) -> bytes:
-    return importlib.resources.files(__package__).joinpath("maps", SHIPPED[name].file).read_bytes()
+    return importlib.resources.files(__package__).joinpath("shipped", SHIPPED[name].file).read_bytes()
 
 
 # --------------------------------------------------------------------------
