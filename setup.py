@@ -18,6 +18,8 @@ setuptools.setup(
     description="Raw image corpus -> validated, balanced TFRecord shards (Apache Beam) -> Keras trainer",
     packages=setuptools.find_packages(include=["beam_pipeline", "beam_pipeline.*", "trainer", "trainer.*",
                                                "native_stderr"]),
+    # The maps shipped with the package (--label_map cityscapes, --color_map camvid, ...): data, not modules.
+    package_data={"beam_pipeline.core.masks": ["shipped/*.csv"]},
     python_requires=">=3.11,<3.12",
     install_requires=[
         "apache-beam[gcp]>=2.60,<3",

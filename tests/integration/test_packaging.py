@@ -50,6 +50,12 @@ def test_sdist_holds_every_module(installed_python):
                  for package in ("beam_pipeline", "trainer")
                  for d, _, files in os.walk(os.path.join(site, package)) for f in files if f.endswith(".py")}
     assert installed == source_modules
+    shipped = sorted(os.listdir(os.path.join(ROOT, "beam_pipeline", "core", "masks", "shipped")))
+    read = _run([python, "-c", "from beam_pipeline.core.masks import maps; "
+                               "print(' '.join(f'{n}:{len(maps.shipped_bytes(n))}' for n in sorted(maps.SHIPPED)))"],
+                cwd=str(folder)).stdout.split()
+    assert [entry.split(":")[0] + ".csv" for entry in read] == shipped          # the shipped maps are installed
+    assert all(int(entry.split(":")[1]) > 0 for entry in read)
 
 
 def test_installed_package_runs_the_pipeline(installed_python, segmentation_run, corpus_dir, tmp_path):
