@@ -13,6 +13,8 @@ import re
 from typing import Dict, Optional
 
 _OURS = re.compile(r"cannot write '([^']+)': ([^\n\[]+?)(?:\s*\[while running|\s*$|\n)", re.MULTILINE)
+_OURS_READ = re.compile(r"cannot read the published '([^']+)': ([^\n\[]+?)(?:\s*\[while running|\s*$|\n)",
+                        re.MULTILINE)
 _ERRNO = re.compile(r"\[Errno (\d+)\] ([^:\n\[]+?)(?::\s*'([^']+)')?(?:\s*\[while running|\s*$|\n|')", re.MULTILINE)
 _STEP = re.compile(r"while running '([^']+)'")
 # Causes that are about where the output goes, not about the program (errno codes).
@@ -31,6 +33,13 @@ def write_failed(path: str, error: OSError) -> OSError:
     return OSError(error.errno, f"cannot write '{path}': {cause}")
 
 
+def read_failed(path: str, error: Exception) -> OSError:
+    """The error to raise when a file of the published version, checked at launch (launcher/rerun/parent.py), cannot
+    be read during the run: its text names it, and :func:`describe_failure` makes it one line."""
+    cause = getattr(error, "strerror", None) or (str(error).splitlines()[0] if str(error) else type(error).__name__)
+    return OSError(f"cannot read the published '{path}': {cause}")
+
+
 def describe_failure(text: str, step_files: Dict[str, str], written_under: str = "") -> Optional[str]:
     """``cannot write <file>: <cause>`` from a failed run's error text, or None when no write failed.
 
@@ -42,6 +51,10 @@ def describe_failure(text: str, step_files: Dict[str, str], written_under: str =
     ours = _OURS.search(text)
     if ours:
         return f"cannot write {ours.group(1)}: {ours.group(2).strip()}"
+    read = _OURS_READ.search(text)
+    if read:
+        return (f"the published version's {read.group(1)} could not be read during the run "
+                f"({read.group(2).strip()}); run again: the check at launch finds what is damaged")
     for match in _ERRNO.finditer(text):
         if int(match.group(1)) not in WRITE_ERRNOS:
             continue

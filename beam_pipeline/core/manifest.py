@@ -205,9 +205,11 @@ def lineage_summary(settled: Dict[str, int], cache_folder: Optional[str], shards
     cache it used (docs/cache.md); which records it wrote into its own shards (``version``), kept from earlier runs'
     shards, deleted and compacted (``settled``'s ``kept``, ``deleted``, ``compacted``: stages/rerun/reuse.py), adopted
     from a killed run's spill files without a copy (``adopted``, in shards under ``<version>/resumed/``,
-    ``bytes_adopted``: stages/rerun/adopt.py), the
+    ``bytes_adopted``: stages/rerun/adopt.py), written again in place of a damaged parent shard's (``rebuilt``) or
+    lost with it, their pairs gone (``lost``: core/rerun/parent.py), the
     runs whose shards it keeps, the bytes it wrote, and why nothing was kept when nothing was (``rewritten``;
-    docs/incremental.md). The launcher adds ``parent_run_id``, the version the output held before."""
+    docs/incremental.md). The launcher adds ``parent_run_id``, the version the output held before, and what its
+    check of that version found (``parent_check``, ``damaged_parent``: launcher/rerun/parent.py)."""
     shards = list(shards)
     adopted = [s for s in shards if version and s["path"].startswith(f"{version}/{ADOPTED_DIR}/")]
     own = [s for s in shards if (not version or s["path"].startswith(version + "/")) and s not in adopted]
@@ -221,7 +223,8 @@ def lineage_summary(settled: Dict[str, int], cache_folder: Optional[str], shards
                                                      "fingerprint": cache_folder.rstrip("/").rsplit("/", 1)[-1]},
         "records": {"written": sum(s["records"] for s in own), "kept": settled.get("kept", 0),
                     "deleted": settled.get("deleted", 0), "compacted": settled.get("compacted", 0),
-                    "adopted": settled.get("adopted", 0)},
+                    "adopted": settled.get("adopted", 0), "rebuilt": settled.get("rebuilt", 0),
+                    "lost": settled.get("lost", 0)},
         "bytes_written": sum(s["bytes"] for s in own),
         "bytes_adopted": sum(s["bytes"] for s in adopted),
         "reused_runs": reused,

@@ -38,14 +38,16 @@ PATH_OUTSIDE_ROOT = "path_outside_root"  # A listing path escapes the listing's 
 BAD_LISTING_ROW = "bad_manifest_row"     # A listing row without the required values (a stable code).
 FILTER_ERROR = "filter_error"            # --filter could not be evaluated on this row.
 CHANGED_SINCE_VALIDATION = "changed_since_validation"  # Bytes at write time differ from validation.
+PARENT_SHARD_MISSING = "parent_shard_missing"  # Its record was in a damaged parent shard, and its files are gone too.
 
 REJECT_REASONS = (
     MISSING_FILE, UNREADABLE, EMPTY_FILE, FILE_TOO_LARGE, UNDECODABLE, TRUNCATED,
     FORMAT_NOT_ALLOWED, TOO_MANY_PIXELS, UNSUPPORTED_MODE, MASK_NOT_SINGLE_CHANNEL,
     MASK_VALUE_OUT_OF_RANGE, MASK_VALUE_UNMAPPED, MASK_COLOR_UNKNOWN, MASK_ALPHA_PARTIAL, SIZE_MISMATCH,
     UNKNOWN_LABEL, ORPHAN_IMAGE, ORPHAN_MASK,
-    PATH_OUTSIDE_ROOT, BAD_LISTING_ROW, FILTER_ERROR, CHANGED_SINCE_VALIDATION,
+    PATH_OUTSIDE_ROOT, BAD_LISTING_ROW, FILTER_ERROR, CHANGED_SINCE_VALIDATION, PARENT_SHARD_MISSING,
 )
+SOURCE_GONE = (MISSING_FILE, UNREADABLE, EMPTY_FILE)    # a pair's files can no longer give its record
 
 # Not a rejection: a valid pair whose content was already written under another key.
 DUPLICATE = "duplicate"

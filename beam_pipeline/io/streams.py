@@ -96,17 +96,18 @@ def _filesystem(path: str):
     return filesystem
 
 
-def file_version(path: str) -> Optional[str]:
-    """A cheap pre-key of a file's bytes, with no read of them (the verdict cache, core/rerun/verdicts.py):
-    ``size:mtime_ns:inode:ctime_ns`` locally, ``size:generation:crc32c`` on gs://, ``size:etag:version_id``
-    on s3://; None when the file is missing or the store cannot say. Equal versions are taken as equal
-    bytes: what a version cannot see (an edit that keeps size, mtime and ctime; a multipart S3 ETag is
-    no MD5, but changes with the object) is docs/cache.md's."""
+def file_version(path: str, with_ctime: bool = True) -> Optional[str]:
+    """A cheap pre-key of a file's bytes, with no read of them (the verdict cache, core/rerun/verdicts.py; the
+    files a version publishes, core/rerun/parent.py): ``size:mtime_ns:inode:ctime_ns`` locally (without
+    ``ctime_ns`` unless ``with_ctime``: a hard link made or removed moves it, and published shards are linked),
+    ``size:generation:crc32c`` on gs://, ``size:etag:version_id`` on s3://; None when the file is missing or the
+    store cannot say. Equal versions are taken as equal bytes: what a version cannot see (an edit that keeps
+    size, mtime and ctime; a multipart S3 ETag is no MD5, but changes with the object) is docs/cache.md's."""
     scheme = FileSystems.get_scheme(path)
     try:
         if scheme is None or scheme == "file":
             info = os.stat(path)
-            return f"{info.st_size}:{info.st_mtime_ns}:{info.st_ino}:{info.st_ctime_ns}"
+            return f"{info.st_size}:{info.st_mtime_ns}:{info.st_ino}" + (f":{info.st_ctime_ns}" if with_ctime else "")
         if path.startswith(S3_SCHEME):
             from apache_beam.io.aws.s3io import parse_s3_path
             bucket, key = parse_s3_path(path)

@@ -19,21 +19,31 @@ Then, still under the lock, delete versions beyond ``--keep_versions``, what kil
 and files of the flat layout an older release wrote at the top of the folder.
 """
 
+import concurrent.futures
 import datetime
 import logging
 import os
 import uuid
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 from beam_pipeline import phases
 from beam_pipeline.core import digests, layout, paths
-from beam_pipeline.core.rerun import versions
 from beam_pipeline.core.failures import RunFailed
-from beam_pipeline.io import files
+from beam_pipeline.core.rerun import parent as parent_rules
+from beam_pipeline.core.rerun import versions
+from beam_pipeline.io import files, streams
 from beam_pipeline.io.stores.base import Store
 from beam_pipeline.launcher.options import CorpusOptionsError
 
 _LOG = logging.getLogger("beam_pipeline.commit")      # the name it had before the launcher/ folder
+VERSION_WORKERS = 8        # files whose version is asked at once at the commit (a stat, or one request each)
+
+
+def _versions(output: str, relative: List[str]) -> Dict[str, Optional[str]]:
+    """{path: its version (io/streams.file_version, no ctime), None when missing} of files under ``output``."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=VERSION_WORKERS) as pool:
+        found = pool.map(lambda path: streams.file_version(paths.join(output, path), with_ctime=False), relative)
+        return dict(zip(relative, found))
 
 
 def read_manifest(output: str) -> Optional[dict]:
@@ -129,21 +139,23 @@ class OutputRun:
             self._lock = None
 
     # ----------------------------------------------------------------------
-    def commit(self, pending: dict, timing: dict) -> dict:
-        """Check the job's files, add the report and TFDV statistics, write the version's copy of its manifest
-        and then manifest.json; returns it."""
+    def commit(self, pending: dict, timing: dict, lineage: Optional[dict] = None) -> dict:
+        """Check the job's files and those the version keeps from earlier runs, add the report and TFDV statistics,
+        record every file's version, write the version's copy of its manifest and then manifest.json; returns it.
+        ``lineage``: what the launcher adds to the manifest's (the parent check's figures)."""
         phases.reached(phases.PUBLISH)
         manifest = dict(pending)
         table = dict(manifest.pop("files"))
         self._check_job_files(table)
+        kept = self._check_kept_files(table)
         manifest.update(run_id=self.run_id, data_dir=layout.data_dir_entry(self.run_id),
                         transform_dir=(paths.join(layout.data_dir_entry(self.run_id), layout.TRANSFORM_DIR)
                                        if manifest.get("statistics") else None),
                         retained_run_ids=kept_versions(self._previous)[:self.keep_versions], timing=timing,
-                        files=table, lineage=dict(manifest.get("lineage") or {},
+                        files=table, lineage=dict(manifest.get("lineage") or {}, **(lineage or {}),
                                                   parent_run_id=(self._previous or {}).get("run_id")))
         table.update(self._write_report(manifest))
-        manifest["files"] = dict(sorted(table.items()))
+        manifest["files"] = self._with_versions(table, kept)
         phases.reached(phases.PUBLISH_REPORT)
         files.write_bytes(paths.join(self.data_dir, layout.VERSION_MANIFEST), files.json_bytes(manifest))
         self._lock.check()
@@ -174,6 +186,29 @@ class OutputRun:
         if problems:
             raise RunFailed(f"the job's files in {self.data_dir} do not match what it wrote: "
                             + "; ".join(map(str, problems[:5])))
+
+    def _check_kept_files(self, table: dict) -> Dict[str, str]:
+        """Every file the version names outside its own folder (the shards it keeps from earlier runs, their side
+        files) is there with its size, just before the commit: else the run stops in one line and nothing is
+        published. Returns their versions (io/streams.file_version), which the manifest records."""
+        prefix = layout.data_dir_entry(self.run_id) + "/"
+        others = sorted(path for path in table if not path.startswith(prefix))
+        versions_ = _versions(self.output, others)
+        for path in others:
+            expected = parent_rules.ParentFile(path, table[path]["bytes"], table[path]["sha256"])
+            problem = parent_rules.judge(expected, versions_[path])
+            if problem != parent_rules.HASH:          # no version was recorded to compare: the size decides
+                raise RunFailed(f"cannot publish: {path}, which this version keeps from an earlier run, {problem} "
+                                f"(it was intact when the run began). Nothing was published: {self.output} holds what "
+                                "it held before; run again with --overwrite to write its records again")
+        return versions_
+
+    def _with_versions(self, table: dict, known: Dict[str, str]) -> dict:
+        """The ``files`` table, each entry with its file's version as published (core/rerun/parent.py)."""
+        found = dict(known)
+        found.update(_versions(self.output, [path for path in table if path not in found]))
+        return {path: dict(entry, **({"version": found[path]} if found.get(path) else {}))
+                for path, entry in sorted(table.items())}
 
     def _write_report(self, manifest: dict) -> dict:
         """report.html and stats/<split>.tfrecord into the version folder; returns their ``files`` entries."""

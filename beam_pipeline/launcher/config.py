@@ -76,6 +76,7 @@ class CorpusConfig:
     spill: str = "auto"                     # auto | always | never (io/cache/spill.SpillRoom)
     maps: MapOptions = MapOptions()
     compact: str = "auto"                   # auto | never | all (core/rerun/versions.py)
+    on_damaged_parent: str = "rebuild"      # rebuild | fail (core/rerun/parent.py)
     mask_map: Optional[MaskMap] = None      # the map read from ``maps`` (launcher/maps.py): mask values to classes
     label_map: Optional[LabelMap] = None    # ... or, for classification, labels to classes
 
@@ -278,6 +279,7 @@ def to_config(opts: PipelineOptions) -> CorpusConfig:
         spill=o.spill,
         maps=maps,
         compact=o.compact,
+        on_damaged_parent=o.on_damaged_parent,
     )
 
 

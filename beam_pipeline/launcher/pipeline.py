@@ -11,10 +11,12 @@ from beam_pipeline.core import layout, paths
 from beam_pipeline.core.balance import growth_refusal
 from beam_pipeline.core.failures import RunFailed, describe_failure
 from beam_pipeline.core.gates import count_refusal, reject_refusal
+from beam_pipeline.core.rerun.versions import ParentSpec
 from beam_pipeline.core.selection import SplitSpec
 from beam_pipeline.io import stores
 from beam_pipeline.launcher import launch, runners, watch
 from beam_pipeline.launcher.rerun.cache import claim_cache, collect_cache
+from beam_pipeline.launcher.rerun.parent import checked_parent, without_damaged
 from beam_pipeline.launcher.commit import OutputRun
 from beam_pipeline.launcher.config import CorpusConfig
 from beam_pipeline.launcher.options import CorpusOptionsError
@@ -23,7 +25,7 @@ from beam_pipeline.stages.balance_split import BalanceTrainSplit
 from beam_pipeline.stages.counters import SHUFFLE, counter_total
 from beam_pipeline.stages.discover import ReadCorpus
 from beam_pipeline.stages.publish import PublishOutputs, read_result
-from beam_pipeline.stages.rerun.reuse import KeepParentRecords
+from beam_pipeline.stages.rerun.reuse import KeepParentRecords, NameLostRecords
 from beam_pipeline.stages.select import SelectSubset
 from beam_pipeline.stages.validate import DeduplicatePairs, ValidatePairs
 from beam_pipeline.stages.specs import CacheSpec, ShuffleSpec
@@ -53,11 +55,13 @@ def _count_refusals(counts, discovered: int, valid: int):
 
 def build_pipeline(p: beam.Pipeline, config: CorpusConfig, split_spec: SplitSpec, options: dict,
                    package_versions: dict, temp_dir: str, data_dir: str, shuffle: ShuffleSpec = ShuffleSpec(),
-                   cache: CacheSpec = CacheSpec(), previous: Optional[dict] = None):
+                   cache: CacheSpec = CacheSpec(), parent: Optional[ParentSpec] = None,
+                   rewritten: Optional[str] = None):
     """Add every step to ``p``, writing into ``data_dir`` (the run's version folder, core/layout.py);
     records cross the shuffles as ``shuffle`` says (stages/shuffle.py), verdicts are reused from and
-    kept in ``cache`` (docs/cache.md), and the records of ``previous`` (the published version's manifest)
-    that did not change are kept where it holds them (docs/incremental.md).
+    kept in ``cache`` (docs/cache.md), and the records of ``parent`` (the published version's shards, those found
+    damaged apart: launcher/rerun/parent.py) that did not change are kept where it holds them
+    (docs/incremental.md); ``rewritten``: why there is no parent to keep from.
 
     Returns the PCollection holding the pending manifest's path (beam_pipeline/stages/publish.py).
     """
@@ -108,11 +112,14 @@ def build_pipeline(p: beam.Pipeline, config: CorpusConfig, split_spec: SplitSpec
     # Refusal when the growth is above --max_growth
     refusals = (count_refusals, reject_refusals, growth_refusals) | "MergeRefusals" >> beam.Flatten()
     # Refusal of any gate: then no shard is written and nothing is published
-    parent, rewritten = config.parent_spec(previous, package_versions)
     if parent is not None:
-        to_write, kept, version_counts = balanced | "KeepParentRecords" >> KeepParentRecords(
+        to_write, kept, version_counts, lost = balanced | "KeepParentRecords" >> KeepParentRecords(
             parent, config.output, config.num_classes, shuffle)
-        # ValidPair to write (new, changed, compacted) | ShardInfo of a parent shard kept | (kept|deleted|compacted, n)
+        # ValidPair to write (new, changed, compacted, rebuilt) | ShardInfo of a parent shard kept
+        # | (kept|deleted|compacted|rebuilt|lost, n) | (record key, damaged parent shard) of a record lost with it
+        if parent.damaged:
+            invalid = invalid | "NameLostRecords" >> NameLostRecords(lost)
+            # rejected Outcome: a pair whose files are gone, and whose record was in a damaged shard, renamed
     else:
         to_write = balanced
         kept = p | "NoKeptShards" >> beam.Create([])
@@ -180,15 +187,19 @@ def run(argv: Optional[List[str]] = None) -> dict:
         cache_spec = config.cache_spec(output_run.run_id, package_versions, (output_run.previous or {}).get("run_id") or "")
         if config.cache_dir and config.use_cache:
             claim_cache(config.cache_root, config.output)
+        parent, rewritten = config.parent_spec(output_run.previous, package_versions)
+        checked = checked_parent(config.output, output_run.previous, parent.shards if parent else (), config.balance,
+                                 config.on_damaged_parent)
+        parent = parent and without_damaged(parent, checked.damage)
         try:
             p = beam.Pipeline(runner=runners.runner(launched.options), options=launched.options)
             build_pipeline(p, config, launched.split, run_options, package_versions,
-                           launch.temp_dir(launched.options, data_dir), data_dir, shuffle, cache_spec,
-                           output_run.previous)
+                           launch.temp_dir(launched.options, data_dir), data_dir, shuffle, cache_spec, parent,
+                           rewritten)
             result = watch.run_and_watch(p, launched.options)     # a progress bar, lines, or where to watch
             pending = read_result(data_dir)
             timing = {"started": output_run.started, "pipeline_seconds": round(time.monotonic() - started, 1)}
-            manifest = output_run.commit(pending, timing)
+            manifest = output_run.commit(pending, timing, checked.lineage() if parent else {})
             if cache_spec.folder:
                 collect_cache(config.cache_root, cache_spec)
         except Exception as error:  # noqa: BLE001 - only failed writes are reworded; anything else is raised as is

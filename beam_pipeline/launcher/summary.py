@@ -13,6 +13,7 @@ from beam_pipeline.report.data import class_presence
 
 MAX_CLASS_ROWS = 12         # the rarest classes shown when there are more
 MAX_VALUE_ROWS = 16         # the source values with the most pixels shown when there are more
+MAX_DAMAGE_LINES = 3        # damaged parent shards named, one warning line each
 
 
 def _reasons(table: dict) -> str:
@@ -68,7 +69,26 @@ def render_summary(manifest: dict, output: str) -> str:
     if tail:
         lines.append("; ".join(tail))
     lines += [f"warning: {warning['message']}" for warning in manifest.get("warnings") or ()]
+    lines += damaged_parent_lines(manifest.get("lineage") or {})
     return "\n".join(lines)
+
+
+def damaged_parent_lines(lineage: dict) -> List[str]:
+    """A warning line per damaged shard of the parent version (the first few), and what became of its records."""
+    damaged = lineage.get("damaged_parent") or []
+    if not damaged:
+        return []
+    records = lineage.get("records") or {}
+    lines = [f"warning: the published version's shard {d['shard']} was damaged and not kept: {d['problem']}"
+             for d in damaged[:MAX_DAMAGE_LINES]]
+    if len(damaged) > MAX_DAMAGE_LINES:
+        lines.append(f"warning: ... and {len(damaged) - MAX_DAMAGE_LINES} more damaged shards (manifest.json, "
+                     "lineage.damaged_parent)")
+    lost = records.get("lost", 0)
+    lines.append(f"warning: {records.get('rebuilt', 0):,} of their records were written again from their sources"
+                 + (f"; {lost:,} were lost with them, their pairs gone (rejected ones: parent_shard_missing)"
+                    if lost else "") + "; python -m beam_pipeline.verify checks the new version (docs/recovery.md)")
+    return lines
 
 
 def mask_values_lines(manifest: dict, rest: str = "in report.html and manifest.json") -> List[str]:

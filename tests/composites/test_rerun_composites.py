@@ -83,7 +83,7 @@ def _run_keep(inputs, out, parent_shard, refs, compact="auto"):
     spec = ParentSpec(run_id=PARENT, shards=(parent_shard,), balance="none", compact=compact)
     with TestPipeline() as p:
         valid, _, _ = p | beam.Create(refs) | ValidatePairs(CHECK)
-        to_write, kept, counts = valid | KeepParentRecords(spec, str(out), num_classes=2)
+        to_write, kept, counts, _ = valid | KeepParentRecords(spec, str(out), num_classes=2)
         _ = to_write | "ToWrite" >> beam.Map(lambda pair: pair.ref.key) | "CollectWrite" >> beam.Map(_collect, "write")
         _ = kept | "CollectKept" >> beam.Map(_collect, "kept")
         _ = counts | "CollectCounts" >> beam.Map(_collect, "counts")

@@ -173,12 +173,14 @@ class ParentShard:
 
 @dataclasses.dataclass(frozen=True)
 class ParentSpec:
-    """What a re-run keeps from: the parent's shards, and how to compact (KeepParentRecords)."""
+    """What a re-run keeps from: the parent's shards, and how to compact (KeepParentRecords). ``damaged``: shards
+    found damaged (core/rerun/parent.py), never kept, whose keys files still say which records they held."""
     run_id: str
     shards: Tuple[ParentShard, ...]
     balance: str = "none"
     compact: str = COMPACT_AUTO
     target_shard_bytes: int = 128 * 1024 * 1024
+    damaged: Tuple[ParentShard, ...] = ()
 
     def shard(self, path: str) -> ParentShard:
         return self._by_path()[path]

@@ -22,6 +22,14 @@ def add_rerun_arguments(parser) -> None:
              "unless fewer than half their records would be live (auto). never: keep every shard and adopt "
              "every spill file. all: write every record again, as a fresh run (the same shard bytes), and adopt "
              "nothing.")
+    versions.add_argument(
+        "--on_damaged_parent", default="rebuild", choices=("rebuild", "fail"),
+        help="Before a re-run keeps the published version's shards, it checks each one it would keep, with its keys "
+             "file and class-index part: there, of its size, and unchanged since it was published (its recorded "
+             "version: size, mtime and inode, or the object's generation or ETag; a file whose version moved is "
+             "read and its SHA-256 compared). rebuild (default): a missing or damaged shard is not kept, and its "
+             "records are written again from their sources (the summary names it). fail: stop before anything is "
+             "written, naming the file (docs/recovery.md).")
     cache.add_argument(
         "--no_cache", dest="use_cache", action="store_false", default=True,
         help="Validate every pair afresh, and neither read nor write the verdict cache.")

@@ -8,24 +8,34 @@ Input: the run's pairs as they would be written (ValidPair, after balancing). Ou
   repeat copies or strata);
 * ``kept``: a ShardInfo per parent shard the version keeps: its path, file digests and side files as the
   parent published them, its deleted records (the parent's and this run's), and its live records' tallies;
-* ``counts``: ``(what, n)``: records kept, deleted, and written again by compaction (the lineage).
+* ``counts``: ``(what, n)``: records kept, deleted, and written again by compaction (the lineage); for the
+  shards the launcher found damaged (``ParentSpec.damaged``, core/rerun/parent.py), never kept, the records
+  written again from their sources (``rebuilt``) and those whose pair is gone (``lost``);
+* ``lost``: ``(record key, damaged shard)`` of each lost record, for NameLostRecords.
 
 Only metadata crosses the shuffles: pairs and (shard, index, content digest) of the parent's records, read
 from the parent's keys files, grouped by record key, and then by shard.
+
+NameLostRecords: a pair rejected because its files are gone (missing, unreadable, empty), whose record was in a
+damaged parent shard, is rejected as ``parent_shard_missing`` naming that shard: neither copy of it is left.
 """
+
+import dataclasses
 
 import apache_beam as beam
 
+from beam_pipeline.core import paths, reasons
+from beam_pipeline.core.failures import read_failed
+from beam_pipeline.core.records import Outcome, ShardTally, ValidPair
 from beam_pipeline.core.rerun import versions
-from beam_pipeline.core.records import ShardTally, ValidPair
 from beam_pipeline.io import files
 from beam_pipeline.stages.shard_files import content_of
 from beam_pipeline.stages.shuffle import GroupPackedByKey
 from beam_pipeline.stages.specs import ShuffleSpec
 
-WRITE_TAG, DELETED_TAG, COUNTS_TAG, COMPACTED_TAG = "write", "deleted", "counts", "compacted"
-KEPT, DELETED, COMPACTED = "kept", "deleted", "compacted"
-_PAIR, _PARENT = "pair", "parent"
+WRITE_TAG, DELETED_TAG, COUNTS_TAG, COMPACTED_TAG, LOST_TAG = "write", "deleted", "counts", "compacted", "lost"
+KEPT, DELETED, COMPACTED, REBUILT, LOST = "kept", "deleted", "compacted", "rebuilt", "lost"
+_PAIR, _PARENT, _DAMAGED = "pair", "parent", "damaged"
 
 
 def _reusable(pair: ValidPair, balance: str) -> bool:
@@ -37,30 +47,43 @@ def _keyed_pair(pair: ValidPair):
 
 
 class ReadParentKeysFn(beam.DoFn):
-    """ParentShard -> (record key, ("parent", Located)) for each of its live records (its keys file, read once)."""
+    """(ParentShard, damaged) -> (record key, ("parent" | "damaged", Located)) for each of its live records (its keys
+    file, read once). A keys file the launcher checked (launcher/rerun/parent.py) that cannot be read now fails the
+    run in one line naming it."""
 
-    def process(self, shard: versions.ParentShard, output: str):
-        from beam_pipeline.core import paths
+    def process(self, element, output: str):
+        shard, damaged = element
+        path = paths.join(output, shard.keys)
+        try:
+            text = files.read_bytes(path).decode("utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            raise read_failed(path, error) from error
         deleted = set(shard.deleted)
-        text = files.read_bytes(paths.join(output, shard.keys)).decode("utf-8")
         for index, (key, content, size) in enumerate(versions.parse_keys(text)):
             if index not in deleted:
-                yield key, (_PARENT, versions.Located(shard.path, index, content, size))
+                yield key, (_DAMAGED if damaged else _PARENT, versions.Located(shard.path, index, content, size))
 
 
 class DecideFn(beam.DoFn):
-    """(record key, [("pair", ValidPair) | ("parent", Located), ...]) -> (shard, ("kept", (index, pair, size))), pairs to
-    write, (shard, ("deleted", index)), and ``(what, n)`` counts."""
+    """(record key, [("pair", ValidPair) | ("parent" | "damaged", Located), ...]) -> (shard, ("kept", (index, pair,
+    size))), pairs to write, (shard, ("deleted", index)), (record key, damaged shard) of a record lost with its damaged
+    shard (``lost``), and ``(what, n)`` counts. A record in a damaged shard is never kept: its pair is written again
+    (``rebuilt``), or, when the pair is gone, the record is lost."""
 
     def process(self, element):
-        _, values = element
-        pair, parents = None, []
+        key, values = element
+        pair, parents, damaged = None, [], []
         for kind, value in values:
             if kind == _PAIR:
                 pair = value
             else:
-                parents.append(value)
+                (damaged if kind == _DAMAGED else parents).append(value)
         kept, write, deleted = versions.decide(None if pair is None else content_of(pair), parents)
+        if damaged and pair is None:
+            yield beam.pvalue.TaggedOutput(LOST_TAG, (key, damaged[0].shard))
+            yield beam.pvalue.TaggedOutput(COUNTS_TAG, (LOST, 1))
+        elif damaged and write:
+            yield beam.pvalue.TaggedOutput(COUNTS_TAG, (REBUILT, 1))
         if kept is not None:
             yield kept.shard, (KEPT, (kept.index, pair, kept.size))
         if write:
@@ -117,8 +140,8 @@ class ShardVersionFn(beam.DoFn):
 
 
 class KeepParentRecords(beam.PTransform):
-    """``to_write, kept, counts = pairs | KeepParentRecords(ParentSpec(...), output, num_classes, ShuffleSpec())``
-    (module docstring)."""
+    """``to_write, kept, counts, lost = pairs | KeepParentRecords(ParentSpec(...), output, num_classes,
+    ShuffleSpec())`` (module docstring)."""
 
     def __init__(self, spec: versions.ParentSpec, output: str, num_classes: int, shuffle: ShuffleSpec = ShuffleSpec()):
         super().__init__()
@@ -132,17 +155,20 @@ class KeepParentRecords(beam.PTransform):
         reusable, rewritten = pairs | "SplitByGroup" >> beam.Partition(
             lambda pair, _: 0 if _reusable(pair, spec.balance) else 1, 2)
         # ValidPair of groups whose parent shards may be kept | ValidPair of groups written again whole
-        shards = [shard for shard in spec.shards if versions.reusable_group(shard.group, spec.balance)]
+        shards = [(shard, False) for shard in spec.shards if versions.reusable_group(shard.group, spec.balance)]
+        shards += [(shard, True) for shard in spec.damaged]
         parent_records = (pairs.pipeline
                           | "ParentShards" >> beam.Create(shards)
                           | "ReadParentKeys" >> beam.ParDo(ReadParentKeysFn(), output=self._output))
-        # (record key, ("parent", Located)): the parent's live records
+        # (record key, ("parent" | "damaged", Located)): the parent's live records, and those of its damaged shards
         decided = ((reusable | "KeyByRecord" >> beam.Map(_keyed_pair), parent_records)
                    | "CurrentAndParent" >> beam.Flatten()
                    | "GroupByRecord" >> GroupPackedByKey(self._shuffle)
                    # (record key, [("pair", ValidPair) | ("parent", Located), ...])
-                   | "Decide" >> beam.ParDo(DecideFn()).with_outputs(WRITE_TAG, DELETED_TAG, COUNTS_TAG, main="kept"))
+                   | "Decide" >> beam.ParDo(DecideFn()).with_outputs(WRITE_TAG, DELETED_TAG, COUNTS_TAG, LOST_TAG,
+                                                                    main="kept"))
         # (shard, ("kept", (index, ValidPair, size))) | ValidPair to write | (shard, ("deleted", index)) | (what, n)
+        # | (record key, damaged shard) of a record lost with it
         live = decided.kept | "OnePerKept" >> beam.Map(_kept_one) | "LivePerShard" >> beam.CombinePerKey(sum)
         # (shard, live records)
         compacted = (pairs.pipeline
@@ -162,4 +188,37 @@ class KeepParentRecords(beam.PTransform):
                    pairs.pipeline | "DroppedGroups" >> beam.Create([(DELETED, dropped)] if dropped else []))
                   | "AllCounts" >> beam.Flatten())
         to_write = ((decided[WRITE_TAG], versioned[COMPACTED_TAG], rewritten) | "ToWrite" >> beam.Flatten())
-        return to_write, versioned.kept, counts
+        return to_write, versioned.kept, counts, decided[LOST_TAG]
+
+
+def _keyed_outcome(outcome: Outcome):
+    return versions.record_key(outcome.key), outcome
+
+
+def _named(element):
+    """(record key, {"outcome": [Outcome], "lost": [damaged shard]}) -> each Outcome, the lost ones renamed."""
+    _, grouped = element
+    shards = grouped["lost"]
+    for outcome in grouped["outcome"]:
+        if shards and outcome.reason in reasons.SOURCE_GONE:
+            outcome = dataclasses.replace(outcome, reason=reasons.PARENT_SHARD_MISSING,
+                                          detail=f"its record was in the damaged parent shard {shards[0]}, and "
+                                                 f"{outcome.detail}")
+        yield outcome
+
+
+class NameLostRecords(beam.PTransform):
+    """``outcomes = rejected | NameLostRecords(lost)`` (module docstring): the rejected Outcomes, those of a record
+    lost with a damaged parent shard renamed ``parent_shard_missing``."""
+
+    def __init__(self, lost):
+        super().__init__()
+        self._lost = lost
+
+    def expand(self, rejected):
+        keyed = rejected | "KeyByRecord" >> beam.Map(_keyed_outcome)
+        # (record key, Outcome)
+        return ({"outcome": keyed, "lost": self._lost}
+                | "JoinLost" >> beam.CoGroupByKey()
+                # (record key, {"outcome": [Outcome], "lost": [damaged shard path]})
+                | "NameLost" >> beam.FlatMap(_named))
