@@ -172,7 +172,9 @@ def render(result: Verification) -> str:
         return f"OK: {result.files} files, {result.bytes:,} bytes in {result.data_dir} match manifest.json"
     lines = [str(problem) for problem in result.problems]
     lines.append(f"FAILED: {len(result.problems)} problem(s) among {result.files} files listed in "
-                 f"{result.output}/manifest.json (version {result.data_dir})")
+                 f"{result.output}/manifest.json (version {result.data_dir}). To repair it, run the pipeline's "
+                 "command again on this output with --overwrite: a damaged shard is not kept and its records are "
+                 "written again from their sources (--compact all writes every record again); docs/recovery.md")
     return "\n".join(lines)
 
 

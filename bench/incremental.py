@@ -163,6 +163,13 @@ def report(repeats: list[dict], sizes: list[int], every: int, cases: Sequence[st
             ratios = [r[case]["seconds"] / r["full"]["seconds"] for r in runs]
             lines.append(f"  {LABELS[case]:<33} {spread([r[case]['seconds'] for r in runs], '{:.1f}')} s, "
                          f"{spread(ratios)} of the full run (target <= {TARGETS[case]:.2f})")
+        checks = [(r[case]["lineage"]["parent_check"], r[case]["seconds"], r["full"]["seconds"])
+                  for r in runs for case in cases[1:] if (r[case]["lineage"].get("parent_check") or {}).get("files")]
+        if checks:
+            lines.append(f"  the parent check of the re-runs   {spread([c['seconds'] for c, _, _ in checks], '{:.2f}')} s, "
+                         f"{spread([c['seconds'] / full for c, _, full in checks], '{:.4f}')} of the full run; "
+                         f"{max(c['files'] for c, _, _ in checks)} files looked at, up to "
+                         f"{max(c['hashed'] for c, _, _ in checks)} hashed")
         if "delta" in cases:
             written = [r["delta"]["lineage"]["bytes_written"] / r["full"]["lineage"]["bytes_written"] for r in runs]
             lines.append(f"  bytes written by +5 %             {spread(written, '{:.3f}')} of the full run's "

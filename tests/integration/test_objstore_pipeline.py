@@ -348,11 +348,39 @@ def rerun_on_the_changed_listing(store, bucket, delta_run, object_corpus, tmp_pa
     assert verified.returncode == 0, verified.stderr[-3000:]
 
 
+def rerun_on_a_damaged_version(store, bucket, delta_run, tmp_path):
+    """The published version damaged on the store (one kept shard's object deleted, another's rewritten with a
+    flipped byte: a new ETag or generation and CRC32C, the same size), and the same command again: both shards are
+    found at launch and not kept, their records are written again from their sources, and the version holds the
+    fresh local run's records and passes ``verify`` (issue 45)."""
+    delta, fresh = delta_run
+    manifest = json.loads(store.get(bucket, "v1/manifest.json"))
+    train = sorted(shard["path"] for shard in manifest["splits"]["train"]["shards"])
+    gone, flipped = train[0], train[-1]
+    store.delete(bucket, f"v1/{gone}")
+    data = bytearray(store.get(bucket, f"v1/{flipped}"))
+    data[len(data) // 2] ^= 0x01
+    store.put(bucket, f"v1/{flipped}", bytes(data))
+    code, text = run(store, ["--input", store.url(CORPUS_BUCKET, f"segmentation/{delta.listing.name}"),
+                             "--output", store.url(bucket, "v1"), "--overwrite", *COMMON, *THREADS],
+                     tmp_path / "damaged.log")
+    assert code == 0 and "Traceback" not in text, text[-6000:]
+    copy = download(store, bucket, "v1", tmp_path / "damaged-copy")
+    lineage = json.loads((copy / "manifest.json").read_text())["lineage"]
+    assert sorted(d["shard"] for d in lineage["damaged_parent"]) == sorted([gone, flipped])
+    assert "is missing" in text and "has other bytes" in text
+    assert lineage["parent_check"]["hashed"] == 1                   # the flipped one: its version moved
+    assert live_records(copy) == live_records(fresh)
+    verified = verify_cli(store, store.url(bucket, "v1"))
+    assert verified.returncode == 0, verified.stderr[-3000:]
+
+
 def test_gcs_rerun_on_a_changed_listing_writes_the_change_and_holds_a_fresh_runs_records(
         gcs_corpus, published, delta_run, object_corpus, tmp_path):
     result = published("gcs")
     assert result.code == 0, result.output[-6000:]
     rerun_on_the_changed_listing(gcs_corpus, result.bucket, delta_run, object_corpus, tmp_path)
+    rerun_on_a_damaged_version(gcs_corpus, result.bucket, delta_run, tmp_path)
 
 
 HOLD = r"""
@@ -488,3 +516,4 @@ def test_s3_rerun_on_a_changed_listing_writes_the_change_and_holds_a_fresh_runs_
     result = published("s3")
     assert result.code == 0, result.output[-6000:]
     rerun_on_the_changed_listing(s3_corpus, result.bucket, delta_run, object_corpus, tmp_path)
+    rerun_on_a_damaged_version(s3_corpus, result.bucket, delta_run, tmp_path)

@@ -82,6 +82,9 @@ class Store:
     def keys(self, bucket: str, prefix: str = "") -> List[str]:
         raise NotImplementedError
 
+    def delete(self, bucket: str, key: str) -> None:
+        raise NotImplementedError
+
 
 @dataclasses.dataclass
 class S3Store(Store):
@@ -124,6 +127,9 @@ class S3Store(Store):
         for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
             keys += [item["Key"] for item in page.get("Contents", [])]
         return keys
+
+    def delete(self, bucket: str, key: str) -> None:
+        self.client.delete_object(Bucket=bucket, Key=key)
 
     def incomplete_uploads(self, bucket: str, prefix: str = "") -> List[str]:
         answer = self.client.list_multipart_uploads(Bucket=bucket, Prefix=prefix)
@@ -168,6 +174,9 @@ class GcsStore(Store):
 
     def keys(self, bucket: str, prefix: str = "") -> List[str]:
         return [blob.name for blob in self.client.list_blobs(bucket, prefix=prefix or None)]
+
+    def delete(self, bucket: str, key: str) -> None:
+        self.client.bucket(bucket).blob(key).delete()
 
 
 def apply_env(env: Dict[str, str], monkeypatch) -> None:
