@@ -91,6 +91,12 @@ def fmt_spread(figure: dict, spec: str = ".2f", unit: str = "", scale: float = 1
     return spread([figure[k] * scale for k in ("min", "median", "max")], "{:" + spec + "}", form)
 
 
+def within_repetitions(figure: dict) -> str:
+    """`` (within each repetition median (min..max))`` after a figure of the medians, when there were two
+    repetitions or more; nothing otherwise."""
+    return f" (within each repetition {fmt_spread(figure)})" if figure["n"] > 1 else ""
+
+
 def noise_lines(other_cores: Sequence[float]) -> list[str]:
     """The CPU other processes used during the runs, with a warning above ``NOISY_CORES``."""
     lines = [f"  CPU used by other processes meanwhile (noise), cores: median {statistics.median(other_cores):.2f}, "

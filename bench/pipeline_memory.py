@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from common import ROOT, Corpus, positive
-from harness import (Sitting, fmt, fmt_spread, interleaved, median_of, noise_lines, ratio, render_targets, sizes,
-                     spread_figure, target, write_json)
+from harness import (Sitting, fmt, interleaved, median_of, noise_lines, ratio, render_targets, sizes, spread_figure,
+                     target, within_repetitions, write_json)
 from pipeline_runs import (CONFIGS, CORPORA, CORPUS_HELP, WORKDIR_HELP, PipeRuns, PipelineRun, prepare_corpora,
                            run_logged)
 
@@ -64,10 +64,10 @@ def summarise(config: str, runs: dict[int, list[PipelineRun]], rss_sizes: Sequen
 def render(rss: dict) -> list[str]:
     sizes_text = ", ".join(f"{s}x {rss['rss_mb'][str(s)]:.0f} MB" for s in rss["sizes"])
     tree = ", ".join(f"{s}x {rss['tree_rss_mb'][str(s)]:.0f} MB" for s in rss["sizes"])
-    return [f"peak RSS ({rss['config']}): runner process {sizes_text}, ratio {fmt(rss['ratio'])} "
-            f"(within each repetition {fmt_spread(rss['ratio_by_repetition'])})",
-            f"  sampled process-tree RSS (SDK workers included): {tree}, ratio {fmt(rss['tree_ratio'])} "
-            f"(within each repetition {fmt_spread(rss['tree_ratio_by_repetition'])})"]
+    return [f"peak RSS ({rss['config']}): runner process {sizes_text}, ratio {fmt(rss['ratio'])}"
+            + within_repetitions(rss["ratio_by_repetition"]),
+            f"  sampled process-tree RSS (SDK workers included): {tree}, ratio {fmt(rss['tree_ratio'])}"
+            + within_repetitions(rss["tree_ratio_by_repetition"])]
 
 
 def judge(rss: Optional[dict], config: str) -> dict:
