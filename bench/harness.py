@@ -157,8 +157,14 @@ def write_json(path: Optional[Path], record: dict) -> None:
 
 
 # --------------------------------------------------------------------------
-# Option types
+# Options
 # --------------------------------------------------------------------------
+def new_parser(prog: str, description: str) -> argparse.ArgumentParser:
+    """A measurement script's parser: its --help shows every option's default."""
+    return argparse.ArgumentParser(prog=prog, description=description,
+                                   formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+
+
 def sizes(text: str) -> list[int]:
     """Comma-separated integers >= 1, sorted and without repeats (corpus sizes as multiples of --pairs)."""
     try:

@@ -16,8 +16,9 @@ Repetitions
     measures memory alone.
 
 Bounds
-    The smallest run: ``--pairs 10 --scale 2 --batch_size 2 --crop 32,32`` (two children, plus the pipeline
-    on each corpus the first time). Building the cached data is not timed.
+    The smallest run: ``--pairs 100 --scale 2 --batch_size 2 --crop 32,32`` (two children, plus the pipeline
+    on each corpus the first time; below about 90 pairs the sample corpus's broken inputs are more than the
+    pipeline's ``--max_reject_fraction`` allows). Building the cached data is not timed.
 
     python bench/input_memory.py --pairs 500 --scale 4
 """
@@ -31,8 +32,8 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from common import log, positive
-from harness import (Sitting, fmt, interleaved, median_of, ratio, render_targets, spread_figure, target,
-                     within_repetitions, write_json)
+from harness import (Sitting, fmt, interleaved, median_of, new_parser, ratio, render_targets, spread_figure,
+                     target, within_repetitions, write_json)
 from input_child import Run, spawn
 from input_data import Dataset, add_data_options, child_spec, prepare, train_records
 
@@ -86,11 +87,10 @@ def render(epochs: Sequence[Run], summary: dict, batch_size: int) -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="bench/input_memory.py",
-        description="Peak RSS of the trainer's input pipeline over one full epoch at 1x and at --scale times "
-                    "more data, each in its own child process (see the module docstring).",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser = new_parser(
+        "bench/input_memory.py",
+        "Peak RSS of the trainer's input pipeline over one full epoch at 1x and at --scale times "
+        "more data, each in its own child process (see the module docstring).")
     add_data_options(parser)
     parser.add_argument("--scale", type=positive, default=4,
                         help="the larger data, as a multiple of --pairs (its own corpus and pipeline run); "

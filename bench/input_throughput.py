@@ -33,8 +33,9 @@ Targets (issue 4)
 
 Data and bounds
     A cached sample corpus and the pipeline's shards of it (input_data.py); building them is not timed. The
-    smallest run that takes every path: ``--pairs 10 --batch_size 2 --crop 32,32 --warmup_batches 1
-    --batches 1 --repeats 2 --rss_scale 2`` (8 children, each importing TensorFlow).
+    smallest run that takes every path: ``--pairs 100 --batch_size 2 --crop 32,32 --warmup_batches 1
+    --batches 1 --repeats 2 --rss_scale 2`` (8 children, each importing TensorFlow; fewer pairs and the
+    sample corpus's broken inputs are more than the pipeline's ``--max_reject_fraction`` allows).
 
     python bench/input_throughput.py --pairs 500 --repeats 3
 """
@@ -50,7 +51,8 @@ from typing import Optional, Sequence
 
 import input_memory
 from common import log, positive
-from harness import Sitting, collect, fmt_spread, interleaved, noise_lines, render_targets, target, write_json
+from harness import (Sitting, collect, fmt_spread, interleaved, new_parser, noise_lines, render_targets, target,
+                     write_json)
 from input_child import Run, spawn
 from input_data import Dataset, add_data_options, child_spec, prepare, raw_train_pairs, train_records
 from input_pipelines import KIND_TITLES, KINDS
@@ -131,13 +133,12 @@ def render(summary: dict, args: argparse.Namespace, base: Dataset, pairs: int, r
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="bench/input_throughput.py",
-        description="Examples/s of the trainer's input pipeline (shards + tf.Transform) next to a Keras "
-                    "PyDataset generator and tf.data over the raw files, on the same data in the same run, "
-                    "and the trainer pipeline's peak RSS over one epoch at 1x and more data (see the module "
-                    "docstring).",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser = new_parser(
+        "bench/input_throughput.py",
+        "Examples/s of the trainer's input pipeline (shards + tf.Transform) next to a Keras "
+        "PyDataset generator and tf.data over the raw files, on the same data in the same run, "
+        "and the trainer pipeline's peak RSS over one epoch at 1x and more data (see the module "
+        "docstring).")
     add_data_options(parser)
     parser.add_argument("--warmup_batches", type=positive, default=10,
                         help="batches pulled before timing starts (thread pools, autotuning, shuffle buffers)")

@@ -17,9 +17,9 @@ Repetitions and figures
     sitting as its throughput; this script measures memory alone.
 
 Bounds
-    The smallest run: ``--pairs 10 --sizes 1,2 --repeats 1 --config base`` (two pipeline runs). The photo
-    corpus costs about 0.2 s of CPU per pair once (cached under ``--workdir``); a ``full`` run has about 15 s
-    of fixed cost.
+    The smallest run: ``--pairs 10 --sizes 1,2 --repeats 1 --config base`` (two pipeline runs; ``--corpus
+    sample`` needs ``--pairs 100``, see pipeline_runs.py). The photo corpus costs about 0.2 s of CPU per pair
+    once (cached under ``--workdir``); a ``full`` run has about 15 s of fixed cost.
 
     python bench/pipeline_memory.py --pairs 1000 --sizes 1,4 --config full
 """
@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from common import ROOT, Corpus, positive
-from harness import (Sitting, fmt, interleaved, median_of, noise_lines, ratio, render_targets, sizes, spread_figure,
-                     target, within_repetitions, write_json)
+from harness import (Sitting, fmt, interleaved, median_of, new_parser, noise_lines, ratio, render_targets, sizes,
+                     spread_figure, target, within_repetitions, write_json)
 from pipeline_runs import (CONFIGS, CORPORA, CORPUS_HELP, WORKDIR_HELP, PipeRuns, PipelineRun, prepare_corpora,
                            run_logged)
 
@@ -87,11 +87,10 @@ def run_sizes(corpora: dict[int, Corpus], config: str, repeats: int, workdir: Pa
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="bench/pipeline_memory.py",
-        description="Peak RSS of the pipeline (runner process and process tree) at two or more corpus sizes, "
-                    "interleaved and repeated, and its largest/smallest ratio (see the module docstring).",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser = new_parser(
+        "bench/pipeline_memory.py",
+        "Peak RSS of the pipeline (runner process and process tree) at two or more corpus sizes, "
+        "interleaved and repeated, and its largest/smallest ratio (see the module docstring).")
     parser.add_argument("--corpus", choices=CORPORA, default="photo_png", help=CORPUS_HELP)
     parser.add_argument("--pairs", type=positive, default=2000, help="pairs in the 1x corpus")
     parser.add_argument("--sizes", type=sizes, default="1,4",

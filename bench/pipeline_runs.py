@@ -9,7 +9,8 @@ The corpus (``CORPORA``)
     and make every ratio lie. One corpus of pairs x the largest size is generated once under the work
     folder (about 0.2 s of CPU per pair; pair i is the same whatever the size) and listings of its first N
     rows make the smaller sizes. ``sample``: the synthetic sample corpus (tools/sample_corpus/) with its
-    broken inputs.
+    broken inputs, written once whatever the size: below about 90 pairs they are more than the pipeline's
+    ``--max_reject_fraction`` (0.1) allows, and the run is refused.
 
 One run
     ``python -m beam_pipeline --input LISTING --output DIR --num_classes 8 --overwrite`` plus the flags of

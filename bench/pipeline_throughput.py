@@ -61,8 +61,8 @@ from typing import Optional, Sequence
 
 import pipeline_memory
 from common import ROOT, Corpus, log, positive
-from harness import (Sitting, collect, fit, fmt, fmt_spread, interleaved, median_of, noise_lines, ratio,
-                     render_targets, sizes, target, write_json)
+from harness import (Sitting, collect, fit, fmt, fmt_spread, interleaved, median_of, new_parser, noise_lines,
+                     ratio, render_targets, sizes, target, write_json)
 from loops import LOOPS, LoopRun, run_loop
 from pipeline_runs import (CONFIG_DESCRIPTIONS, CONFIGS, CORPORA, CORPUS_HELP, WORKDIR_HELP, PipeRuns, prepare_corpora,
                            run_logged)
@@ -278,13 +278,12 @@ def _configs(text: str) -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="bench/pipeline_throughput.py",
-        description="Pipeline pairs/s in a base and a full configuration next to a 2-process Pillow loop and a "
-                    "2-process loop with the pipeline's fast decoders, on real-looking images, interleaved and "
-                    "repeated: marginal ratios, fixed cost, what statistics and balancing add, peak RSS "
-                    "(see the module docstring).",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser = new_parser(
+        "bench/pipeline_throughput.py",
+        "Pipeline pairs/s in a base and a full configuration next to a 2-process Pillow loop and a "
+        "2-process loop with the pipeline's fast decoders, on real-looking images, interleaved and "
+        "repeated: marginal ratios, fixed cost, what statistics and balancing add, peak RSS "
+        "(see the module docstring).")
     parser.add_argument("--corpus", choices=CORPORA, default="photo_png", help=CORPUS_HELP)
     parser.add_argument("--pairs", type=positive, default=2000, help="pairs in the 1x corpus")
     parser.add_argument("--workdir", type=Path, default=ROOT / "build" / "bench", help=WORKDIR_HELP)
