@@ -164,7 +164,8 @@ def trainer_dataset(spec: dict):
     from trainer.train import split_dataset
     config = TrainConfig(data=spec["shards"], job_dir="unused", global_batch_size=spec["batch_size"],
                          crop=tuple(spec["crop"]), cache="none")
-    messages, logger = _Messages(), logging.getLogger("trainer.data")
+    # the package's logger: the decoding message comes from trainer/decode.py, whose logger is below it
+    messages, logger = _Messages(), logging.getLogger("trainer")
     logger.addHandler(messages)
     logger.setLevel(logging.INFO)
     dataset, _ = split_dataset(load_artifacts(spec["shards"]), config, "train", True, tf.distribute.InputContext())
