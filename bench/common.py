@@ -1,5 +1,5 @@
-"""What the benchmarks share: the cached sample corpora, /proc sampling, noise measurement, logging and
-the median (min..max) text of repeated measurements.
+"""What the benchmarks share: the cached sample corpora, /proc sampling (process trees, their peak RSS and
+CPU over time), noise measurement, logging and the median (min..max) text of repeated measurements.
 
 The benchmarks are scripts (``python bench/<name>.py``), so this folder is on
 their import path; the product is imported as installed (``make install``),
@@ -23,6 +23,8 @@ import threading
 import time
 from pathlib import Path
 from typing import Optional, Sequence
+
+import numpy
 
 ROOT = Path(__file__).resolve().parents[1]
 GENERATOR_PACKAGE = ROOT / "tools" / "sample_corpus"  # the hash of its sources is part of the corpus cache key
@@ -213,8 +215,9 @@ def process_role(pid: str, root_pid: int) -> str:
     return "sdk_worker" if "sdk_worker_main" in command else "other"
 
 
-class ProcessPeaks(threading.Thread):
-    """The peak RSS of every process of a tree, sampled from /proc every ``seconds``, with its role."""
+class TreeSampling(threading.Thread):
+    """A thread that reads ``process_tree`` of a process every ``seconds`` until stopped; subclasses say what
+    they keep of each reading (``sample``)."""
 
     def __init__(self, pid: int, seconds: float = 0.25):
         super().__init__(daemon=True)
@@ -222,20 +225,33 @@ class ProcessPeaks(threading.Thread):
         self._seconds = seconds
         self._stop_event = threading.Event()
         self._page = os.sysconf("SC_PAGE_SIZE")
-        self.peaks: dict[str, int] = {}           # pid -> peak RSS bytes
-        self.roles: dict[str, str] = {}           # pid -> process_role
 
     def run(self) -> None:
         while not self._stop_event.is_set():
-            for pid, (_, _, pages) in process_tree(self._pid).items():
-                if pid not in self.roles:
-                    self.roles[pid] = process_role(pid, self._pid)
-                self.peaks[pid] = max(self.peaks.get(pid, 0), pages * self._page)
+            self.sample(process_tree(self._pid))
             self._stop_event.wait(self._seconds)
 
     def stop(self) -> None:
         self._stop_event.set()
         self.join()
+
+    def sample(self, members: dict[str, tuple[int, float, int]]) -> None:
+        raise NotImplementedError
+
+
+class ProcessPeaks(TreeSampling):
+    """The peak RSS of every process of a tree, sampled from /proc every ``seconds``, with its role."""
+
+    def __init__(self, pid: int, seconds: float = 0.25):
+        super().__init__(pid, seconds)
+        self.peaks: dict[str, int] = {}           # pid -> peak RSS bytes
+        self.roles: dict[str, str] = {}           # pid -> process_role
+
+    def sample(self, members: dict[str, tuple[int, float, int]]) -> None:
+        for pid, (_, _, pages) in members.items():
+            if pid not in self.roles:
+                self.roles[pid] = process_role(pid, self._pid)
+            self.peaks[pid] = max(self.peaks.get(pid, 0), pages * self._page)
 
     def by_role(self) -> dict[str, list[int]]:
         """``{role: [peak RSS bytes of each process of that role]}``, largest first."""
@@ -243,6 +259,39 @@ class ProcessPeaks(threading.Thread):
         for pid, peak in self.peaks.items():
             roles.setdefault(self.roles[pid], []).append(peak)
         return {role: sorted(peaks, reverse=True) for role, peaks in roles.items()}
+
+
+class TreeSampler(TreeSampling):
+    """CPU time and summed RSS of a process and all its descendants over time, sampled from /proc."""
+
+    def __init__(self, pid: int, seconds: float = 0.25):
+        super().__init__(pid, seconds)
+        self._ticks = os.sysconf("SC_CLK_TCK")
+        self.samples: list[tuple[float, float, int]] = []  # (monotonic s, CPU s, tree RSS bytes)
+        self.max_descendants = 0
+
+    def sample(self, members: dict[str, tuple[int, float, int]]) -> None:
+        if not members:
+            return
+        self.max_descendants = max(self.max_descendants, len(members) - 1)
+        cpu = sum(ticks for _, ticks, _ in members.values()) / self._ticks
+        rss = sum(pages for _, _, pages in members.values()) * self._page
+        self.samples.append((time.monotonic(), cpu, rss))
+
+    def peak_rss(self) -> int:
+        """The largest sampled sum of RSS over the tree, in bytes (0 without samples)."""
+        return max((rss for _, _, rss in self.samples), default=0)
+
+    def cores_timeline(self, bins: int = 10) -> list[float]:
+        """Cores used in each of ``bins`` equal slices of the sampled run."""
+        if len(self.samples) < 2:
+            return []
+        times = [t for t, _, _ in self.samples]
+        cpus = [c for _, c, _ in self.samples]
+        width = (times[-1] - times[0]) / bins
+        edges = [times[0] + i * width for i in range(bins + 1)]
+        at = [float(numpy.interp(edge, times, cpus)) for edge in edges]   # CPU s, interpolated between samples
+        return [round((at[i + 1] - at[i]) / width, 2) for i in range(bins)]
 
 
 def spread(values: Sequence[float], fmt: str = "{:.2f}", form: str = "{median} ({min}..{max})") -> str:

@@ -3,8 +3,8 @@
 ``pipeline_throughput.py`` measures whole runs; this one takes Beam, tf.Transform and the start-up out and
 times, in CPU seconds on one core, only the work each side does per pair, on the same photo pairs:
 
-* ``pillow loop`` and ``fast loop``: the loop bodies of pipeline_throughput.py (read both files, decode,
-  size check, class histogram), imported from it, so both benchmarks time the same loops;
+* ``pillow loop`` and ``fast loop``: the loop bodies that pipeline_throughput.py runs (loops.check_pair: read
+  both files, decode, size check, class histogram), so both benchmarks time the same loops;
 * ``pipeline check``: ``beam_pipeline.stages.pairs.check`` (what ValidatePairs runs per pair: read, sniff and
   pixel limit, PNG chunk/CRC guard, decode, channel sums, mask histogram, sample points, SHA-256 of both
   files), and ``pipeline check + record``: the same plus the ValidPair's pickle round trip (the shuffle's
@@ -35,12 +35,13 @@ from beam_pipeline.core.records import PairRef
 from beam_pipeline.stages import pairs
 from beam_pipeline.stages.specs import CheckSpec
 
-import pipeline_throughput as throughput
 from common import NUM_CLASSES, ROOT, ensure_photo_corpus, log, photo_listing, positive, spread, warm_page_cache
+from loops import IGNORE_LABEL, MAX_PIXELS, check_pair
+from pipeline_throughput import TARGET_FAST_RATIO, TARGET_PILLOW_RATIO
 
-SPEC = CheckSpec(task="segmentation", limits=Limits(num_classes=NUM_CLASSES, ignore_label=throughput.IGNORE_LABEL,
-                                                     max_pixels=throughput.MAX_PIXELS))
-TARGETS = {"pillow loop": throughput.TARGET_PILLOW_RATIO, "fast loop": throughput.TARGET_FAST_RATIO}
+SPEC = CheckSpec(task="segmentation", limits=Limits(num_classes=NUM_CLASSES, ignore_label=IGNORE_LABEL,
+                                                     max_pixels=MAX_PIXELS))
+TARGETS = {"pillow loop": TARGET_PILLOW_RATIO, "fast loop": TARGET_FAST_RATIO}
 
 
 def refs_of(listing: Path) -> list[PairRef]:
@@ -62,8 +63,8 @@ def _pipeline_check_and_record(ref: PairRef) -> None:
 def sides(refs: list[PairRef]) -> dict[str, Callable[[], None]]:
     paths = [(ref.image, ref.mask) for ref in refs]
     return {
-        "pillow loop": lambda: [throughput.check_pair("pillow", p) for p in paths],
-        "fast loop": lambda: [throughput.check_pair("fast", p) for p in paths],
+        "pillow loop": lambda: [check_pair("pillow", p) for p in paths],
+        "fast loop": lambda: [check_pair("fast", p) for p in paths],
         "pipeline check": lambda: [_pipeline_check(ref) for ref in refs],
         "pipeline check + record": lambda: [_pipeline_check_and_record(ref) for ref in refs],
     }
@@ -77,7 +78,8 @@ def cpu_ms_per_pair(run: Callable[[], None], count: int) -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--corpus", choices=("photo_png", "photo_jpeg"), default="photo_png")
+    parser.add_argument("--corpus", choices=("photo_png", "photo_jpeg"), default="photo_png",
+                        help="the photo corpus's pairs with PNG (~215 KB) or JPEG q90 images")
     parser.add_argument("--pairs", type=positive, default=300, help="photo pairs timed per side and round")
     parser.add_argument("--rounds", type=positive, default=5, help="interleaved rounds")
     parser.add_argument("--workdir", type=Path, default=ROOT / "build" / "bench", help="where the corpus is cached")

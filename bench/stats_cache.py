@@ -126,10 +126,10 @@ def totals(output: Path) -> dict:
     import tensorflow as tf
     import tensorflow_transform as tft
     from beam_pipeline.stages.preprocessing import raw_feature_spec
-    from beam_pipeline.stages.stats import _empty_values
+    from beam_pipeline.stages.stats import empty_values
     spec = raw_feature_spec(TASK, NUM_CLASSES)
     empty = {name: tf.constant([values if spec[name].shape else values[0]], dtype=spec[name].dtype)
-             for name, values in _empty_values(spec).items()}
+             for name, values in empty_values(spec).items()}
     transformed = tft.TFTransformOutput(str(output)).transform_raw_features(empty, drop_unused_features=True)
     return {name: tensor.numpy().tolist() for name, tensor in transformed.items()}
 

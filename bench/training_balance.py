@@ -79,7 +79,7 @@ def copies_in_batches(artifacts, config, args) -> dict:
     from trainer.balance import RepeatCounts, class_repeat_factors, threshold_for
     from trainer.data import record_stream, shard_for_pipeline
     from trainer.decode import SOURCE_ID
-    from trainer.train import _input_config
+    from trainer.train import input_config_for
 
     def source_of(serialized):
         return tf.io.parse_single_example(serialized, {SOURCE_ID: tf.io.FixedLenFeature([], tf.string)})[SOURCE_ID]
@@ -87,7 +87,7 @@ def copies_in_batches(artifacts, config, args) -> dict:
     factors = class_repeat_factors(artifacts.stats, threshold_for(artifacts.manifest, config.balance_threshold))
     counts = RepeatCounts(factors, artifacts.task, artifacts.num_classes, config.seed)
     shard = shard_for_pipeline(artifacts.shard_paths("train"), deleted=artifacts.deleted("train"))
-    input_config = _input_config(config, args.batch, True)
+    input_config = input_config_for(config, args.batch, True)
     place = {}                    # source id -> (file, index in the file's live records)
     for number, path in enumerate(shard.files):
         one = shard_for_pipeline([path], deleted={path: shard.deleted[number]} if shard.deleted else None)

@@ -57,7 +57,8 @@ def class_weights_for(artifacts: Artifacts, choice: str):
     return np.where(weights > 0, weights, 1.0).tolist()    # a class absent from train keeps weight 1
 
 
-def _input_config(config: TrainConfig, per_replica_batch: int, training: bool) -> InputConfig:
+def input_config_for(config: TrainConfig, per_replica_batch: int, training: bool) -> InputConfig:
+    """The input options ``make_dataset`` takes for one replica's batches, from the training config."""
     return InputConfig(batch_size=per_replica_batch, crop=config.crop, crop_sampling=config.crop_sampling,
                        augment=training, shuffle_buffer=config.shuffle_buffer,
                        cache_dir=None if config.cache == "none" else config.cache,
@@ -72,7 +73,7 @@ def split_dataset(artifacts: Artifacts, config: TrainConfig, split: str, trainin
     says which input pipeline this is.
     """
     batch = context.get_per_replica_batch_size(config.global_batch_size)
-    input_config = _input_config(config, batch, training)
+    input_config = input_config_for(config, batch, training)
     sampling = sampling_for(artifacts, config.sampling) if training else "shards"
     strata = artifacts.strata(split) if sampling == "strata" else []
     if not strata:

@@ -47,7 +47,7 @@ def _is_train(pair: ValidPair) -> bool:
     return pair.ref.split == TRAIN
 
 
-def _empty_values(spec: dict) -> dict:
+def empty_values(spec: dict) -> dict:
     """A raw row of empty bytes and zero numbers: transforming it reads out the totals."""
     values = {}
     for name, feature in spec.items():
@@ -149,7 +149,7 @@ class ComputeStats(beam.PTransform):
                            | "WriteRawMetadata" >> tft_beam.WriteMetadata(
                                paths.join(output, layout.RAW_METADATA_DIR), pipeline=pairs.pipeline))
             empty = (pairs.pipeline
-                     | "OneEmptyRow" >> beam.Create([[_empty_values(feature_spec)]])
+                     | "OneEmptyRow" >> beam.Create([[empty_values(feature_spec)]])
                      | "EmptyToRecordBatch" >> beam.ParDo(to_batches))
             transformed, _ = (((empty, source.TensorAdapterConfig()), transform_fn)
                               | "ReadOutTotals" >> tft_beam.TransformDataset(output_record_batches=True))

@@ -41,7 +41,7 @@ CORE_FORBIDDEN = ("apache_beam", "tensorflow", "tensorflow_transform", "tfx_bsl"
 TRAINER_FORBIDDEN = ("apache_beam", "beam_pipeline", "tools", "bench", "tensorflow_transform", "tfx_bsl")
 PRODUCT_FORBIDDEN = ("tools", "bench", "tests", "conftest")
 MAX_LINES = 400       # a smoke alarm, not a target: a module holds one concern whole, and one this long is read again
-LINE_LIMITED = ("beam_pipeline", "trainer", "tools", "native_stderr")
+LINE_LIMITED = ("beam_pipeline", "trainer", "tools", "native_stderr", "bench")
 
 
 def product_sources(root: str = ROOT) -> Dict[str, str]:
@@ -261,7 +261,7 @@ def test_the_checker_resolves_submodules_and_names():
 # --------------------------------------------------------------------------
 # House rules that a reader of the tree relies on
 # --------------------------------------------------------------------------
-def test_no_product_or_tool_file_is_over_the_line_ceiling():
+def test_no_product_tool_or_bench_file_is_over_the_line_ceiling():
     long = []
     for folder in LINE_LIMITED:
         for path in sorted(Path(ROOT, folder).rglob("*.py")):
@@ -274,7 +274,7 @@ def test_no_product_or_tool_file_is_over_the_line_ceiling():
 def test_no_path_of_one_machine_stands_in_the_code():
     machine_paths = ("/work/", "/home/", "/root/", "/Users/")
     found = []
-    for folder in LINE_LIMITED + ("bench",):
+    for folder in LINE_LIMITED:
         for path in sorted(Path(ROOT, folder).rglob("*.py")):
             for number, text in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
                 if any(root in text for root in machine_paths):
