@@ -7,9 +7,29 @@
   and the grouping of the 32 classes into the 11 that SegNet trains on (Badrinarayanan et al., as
   MathWorks' ``camvidPixelLabelIDs`` lists it). Both are facts of the dataset, written out below by
   name; no package ships them.
+* PASCAL VOC 2012: the 20 object classes and background of the development kit's documentation (devkit_doc.pdf,
+  section 3; index 255 is "void", the border of objects and difficult regions).
+* Oxford-IIIT Pet: the trimap codes of the dataset's README (1 foreground, 2 background, 3 not classified).
+* ADE20K (ADEChallengeData2016): the 150 classes of objectInfo150 in value order, as
+  ``published_data/ade20k_classes.json`` (copied from detectron2's builtin_meta.py, its source named there).
+* COCO panoptic 2017: the 133 categories of panopticapi's ``panoptic_coco_categories.json``, copied whole as
+  ``published_data/panoptic_coco_categories.json``; the 80 thing categories are those with ``isthing`` 1.
 """
 
+import json
+from pathlib import Path
+
 from cityscapesscripts.helpers.labels import labels as CITYSCAPES_LABELS  # noqa: F401 - re-exported
+
+_DATA = Path(__file__).parent / "published_data"
+VOC_CLASSES = ("background", "aeroplane", "bicycle", "bird", "boat", "bottle", "bus", "car", "cat", "chair", "cow",
+               "diningtable", "dog", "horse", "motorbike", "person", "pottedplant", "sheep", "sofa", "train",
+               "tvmonitor")
+VOC_VOID = 255
+PET_TRIMAP = {1: "foreground (the pet)", 2: "background", 3: "not classified (the border)"}
+ADE20K_CLASSES = tuple(json.loads((_DATA / "ade20k_classes.json").read_text())["classes"])
+COCO_PANOPTIC_CATEGORIES = tuple(json.loads((_DATA / "panoptic_coco_categories.json").read_text())["categories"])
+COCO_THING_CATEGORIES = tuple(c for c in COCO_PANOPTIC_CATEGORIES if c["isthing"] == 1)
 
 CAMVID_LABEL_COLORS = {
     "Animal": (64, 128, 64), "Archway": (192, 0, 128), "Bicyclist": (0, 128, 192), "Bridge": (0, 128, 64),

@@ -108,10 +108,13 @@ def excluded(ref: PairRef, include: Tuple[str, ...], exclude: Tuple[str, ...],
     return None
 
 
-def with_split(ref: PairRef, spec: SplitSpec) -> Tuple[Optional[PairRef], Optional[Outcome]]:
-    """``ref`` with its split and without its metadata (only selection needs it), or a rejected Outcome."""
+def with_split(ref: PairRef, spec: SplitSpec,
+               names: Tuple[Tuple[str, str], ...] = ()) -> Tuple[Optional[PairRef], Optional[Outcome]]:
+    """``ref`` with its split and without its metadata (only selection needs it), or a rejected Outcome; ``names``
+    renames splits (``--split_names``, a layout's own: Pet's ``trainval`` is ``train``)."""
     metadata = ref.meta()
     split = assign_split(spec, ref.key, metadata, metadata.get("folder", ""))
+    split = dict(names).get(split, split) if split is not None else None
     if split is None:
         return None, Outcome.for_ref(ref, REJECTED, reasons.BAD_LISTING_ROW,
                                      f"no split ({spec.mode} {spec.column_name})")

@@ -11,7 +11,7 @@ on every worker (core/paths.py, ``fan_out_point``).
 
 import os
 import posixpath
-from typing import Iterator, List, Optional, Tuple
+from typing import Callable, Iterator, List, Optional, Tuple
 
 from apache_beam.io.filesystem import BeamIOError
 from apache_beam.io.filesystems import FileSystems
@@ -63,10 +63,11 @@ def class_folder_pairs(root: str, pattern: str) -> Iterator[PairRef]:
         yield class_folder_ref(relative, root)
 
 
-def keyed_images(root: str, pattern: str, mask_template: str) -> Iterator[Tuple[str, str]]:
-    """(mask path its template renders, image path) of every image matching ``pattern``, relative to ``root``."""
+def keyed_images(root: str, pattern: str, mask_of: Callable[[str], str]) -> Iterator[Tuple[str, str]]:
+    """(its mask path, image path) of every image matching ``pattern``, relative to ``root``; ``mask_of``: the mask
+    path of an image path (a --mask_template rendered, or a layout's rule)."""
     for relative in relative_matches(root, pattern):
-        yield paths.render_template(mask_template, relative), relative
+        yield mask_of(relative), relative
 
 
 def keyed_masks(root: str, pattern: str) -> Iterator[Tuple[str, str]]:

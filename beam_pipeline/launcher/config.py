@@ -14,12 +14,13 @@ from beam_pipeline.core.pixels import Limits
 from beam_pipeline.core.filter_expr import FilterExpression, parse_filter
 from beam_pipeline.core.masks.maps import LabelMap, MaskMap
 from beam_pipeline.core.gates import DEFAULT_MAX_REJECT_FRACTION
+from beam_pipeline.core.layouts import AUTO, NONE, parse_split_names
 from beam_pipeline.core.selection import SplitSpec, parse_split
 from beam_pipeline.core.rerun.verdicts import fingerprint
 from beam_pipeline.core.rerun.versions import COMPACT_ALL, ParentSpec, parent_shards, record_layout, reuse_refusal
 from beam_pipeline.launcher.options import CorpusOptions, CorpusOptionsError, csv_list
-from beam_pipeline.stages.specs import (CLASS_FOLDERS, LISTING, PAIRED, AdoptSpec, BalanceSpec, CacheSpec, CheckSpec,
-                                        DiscoverSpec, PublishSpec, SelectSpec, StatsSpec, WriteSpec)
+from beam_pipeline.stages.specs import (CLASS_FOLDERS, LAYOUT, LISTING, PAIRED, AdoptSpec, BalanceSpec, CacheSpec,
+                                        CheckSpec, DiscoverSpec, PublishSpec, SelectSpec, StatsSpec, WriteSpec)
 
 LISTING_SUFFIXES = (".csv", ".jsonl", ".json", ".parquet")
 MASK_FORMATS = ("png", "tiff")
@@ -77,6 +78,9 @@ class CorpusConfig:
     maps: MapOptions = MapOptions()
     compact: str = "auto"                   # auto | never | all (core/rerun/versions.py)
     on_damaged_parent: str = "rebuild"      # rebuild | fail (core/rerun/parent.py)
+    layout: str = ""                        # LAYOUT input: a name of core/layouts.LAYOUTS, or auto until launch
+    split_names: Tuple[Tuple[str, str], ...] = ()   # --split_names, with the layout's own (launcher/layouts.py)
+    allow_no_train: bool = False
     mask_map: Optional[MaskMap] = None      # the map read from ``maps`` (launcher/maps.py): mask values to classes
     label_map: Optional[LabelMap] = None    # ... or, for classification, labels to classes
 
@@ -96,13 +100,13 @@ class CorpusConfig:
 
     def discover_spec(self) -> DiscoverSpec:
         return DiscoverSpec(self.input, self.input_format, self.task, self.image_globs, self.mask_template,
-                            allow_outside_root=self.allow_outside_root)
+                            allow_outside_root=self.allow_outside_root, layout=self.layout)
 
     def select_spec(self, split: SplitSpec) -> SelectSpec:
         """``split``: where splits come from, as decided at launch (launch.resolve_inputs)."""
         return SelectSpec(split=split, include=self.include, exclude=self.exclude, filter=self.filter,
                           sample_fraction=self.sample_fraction, max_examples=self.max_examples,
-                          label_map=self.label_map)
+                          label_map=self.label_map, split_names=self.split_names)
 
     def check_spec(self) -> CheckSpec:
         return CheckSpec(task=self.task, limits=self.limits, class_names=self.class_names,
@@ -169,6 +173,8 @@ def _fail(message: str):
 
 
 def _detect_input_format(opts: CorpusOptions) -> str:
+    if opts.layout not in (AUTO, NONE):
+        return LAYOUT
     if opts.input_format != "auto":
         return INPUT_FORMAT_ALIASES.get(opts.input_format, opts.input_format)
     if opts.input.lower().endswith(LISTING_SUFFIXES):
@@ -177,8 +183,10 @@ def _detect_input_format(opts: CorpusOptions) -> str:
         return PAIRED
     if opts.task == "classification":
         return CLASS_FOLDERS
-    _fail("--input is a folder: give --mask_template for paired image/mask folders, "
-          "or a listing file (.csv, .jsonl, .parquet)")
+    if opts.layout == AUTO:
+        return LAYOUT                 # recognised at launch (launcher/layouts.py), or refused there in one line
+    _fail("--input is a folder: give --mask_template for paired image/mask folders, --layout for a public "
+          "dataset's folder, or a listing file (.csv, .jsonl, .parquet)")
 
 
 def to_config(opts: PipelineOptions) -> CorpusConfig:
@@ -191,7 +199,7 @@ def to_config(opts: PipelineOptions) -> CorpusConfig:
     maps = MapOptions(o.label_map, o.color_map, o.reduce_zero_label, o.unmapped)
     _check_maps(maps, o.task)
     input_format = _detect_input_format(o)
-    if o.num_classes is None and not maps.any and input_format != CLASS_FOLDERS:
+    if o.num_classes is None and not maps.any and input_format not in (CLASS_FOLDERS, LAYOUT):
         _fail("--num_classes is required, except for one folder per class (the folders are counted) and with a "
               "map that names the classes")
     ignore = None if o.ignore_label == -1 else o.ignore_label
@@ -204,6 +212,8 @@ def to_config(opts: PipelineOptions) -> CorpusConfig:
         _fail("--input_format class_folders is for --task classification")
     if input_format == PAIRED and o.task == "classification":
         _fail("paired folders (--mask_template) are for --task segmentation")
+    if input_format == LAYOUT and o.task == "classification":
+        _fail(f"--layout {o.layout} is a segmentation dataset: give --task segmentation")
     if input_format == PAIRED:
         if not o.mask_template:
             _fail("paired folders need --mask_template, e.g. masks/{stem}.png")
@@ -241,6 +251,7 @@ def to_config(opts: PipelineOptions) -> CorpusConfig:
     try:
         expression = parse_filter(o.filter_expression) if o.filter_expression else None
         split = None if o.split == "auto" else parse_split(o.split)
+        split_names = parse_split_names(o.split_names)
     except ValueError as error:
         _fail(str(error))
     return CorpusConfig(
@@ -280,6 +291,9 @@ def to_config(opts: PipelineOptions) -> CorpusConfig:
         maps=maps,
         compact=o.compact,
         on_damaged_parent=o.on_damaged_parent,
+        layout=o.layout if input_format == LAYOUT else "",
+        split_names=split_names,
+        allow_no_train=o.allow_no_train,
     )
 
 

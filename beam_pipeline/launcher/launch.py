@@ -23,9 +23,10 @@ from beam_pipeline.core.selection import SplitSpec, parse_split
 from beam_pipeline.io import folders, listing
 from beam_pipeline.launcher.config import CorpusConfig, check_classes, to_config
 from beam_pipeline.launcher import runners
+from beam_pipeline.launcher.layouts import layout_split, resolve_layout
 from beam_pipeline.launcher.maps import load_maps
 from beam_pipeline.launcher.options import CorpusOptions, CorpusOptionsError, check_known_options
-from beam_pipeline.stages.specs import CLASS_FOLDERS, LISTING, ShuffleSpec
+from beam_pipeline.stages.specs import CLASS_FOLDERS, LAYOUT, LISTING, ShuffleSpec
 
 DEFAULT_HASH_SPLIT = "train=0.8,val=0.1,test=0.1"
 VERSIONED_PACKAGES = ("apache-beam", "pillow", "numpy", "pyarrow", "protobuf", "tensorflow-transform",
@@ -53,6 +54,7 @@ def resolve(argv: List[str]) -> Launch:
     config = to_config(options)
     runners.check_worker_paths(options, config)
     config = runners.absolute_local_paths(config, options)
+    config = resolve_layout(config)
     config = load_maps(config)
     config, split = resolve_inputs(config)
     corpus = options.view_as(CorpusOptions)
@@ -125,6 +127,9 @@ def _class_folder_classes(config: CorpusConfig, root: str) -> CorpusConfig:
 
 def resolve_inputs(config: CorpusConfig) -> Tuple[CorpusConfig, SplitSpec]:
     """Look at the input once, before the job starts, so mistakes give one clear error."""
+    if config.input_format == LAYOUT:
+        _check_filter_columns(config, ["folder", "split"])
+        return config, layout_split(config) or parse_split(DEFAULT_HASH_SPLIT)
     if config.input_format == LISTING:
         if not FileSystems.exists(config.input):
             raise CorpusOptionsError(f"--input listing does not exist: {config.input}")

@@ -31,7 +31,8 @@ def load_maps(config: CorpusConfig) -> CorpusConfig:
             rows = lm.parse_rows(data, kind, where)
         except lm.MapError as error:
             raise CorpusOptionsError(str(error)) from None
-        names = config.class_names or (shipped.class_names if shipped else lm.names_in_map(rows))
+        names = config.class_names or (shipped.class_names if shipped and shipped.class_names
+                                       else lm.names_in_map(rows))
     else:                                            # --reduce_zero_label alone
         option = where = "--reduce_zero_label"
         kind, rows, data, names = lm.IDENTITY, [], b"", config.class_names

@@ -13,10 +13,12 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 
 from beam_pipeline import console
 from beam_pipeline.core.gates import DEFAULT_MAX_REJECT_FRACTION
+from beam_pipeline.core.layouts import AUTO, LAYOUTS, NONE
 from beam_pipeline.core.masks.maps import shipped_help
 from beam_pipeline.launcher.rerun.options import add_rerun_arguments
 
 DEFAULT_TARGET_SHARD_BYTES = 128 * 1024 * 1024
+LAYOUT_NAMES = {name for name in LAYOUTS if name != "voc_labelme"}    # --layout voc reads labelme2voc exports too
 
 
 class CorpusOptionsError(ValueError):
@@ -63,6 +65,24 @@ class CorpusOptions(PipelineOptions):
             "--input_format", default="auto", choices=("auto", "listing", "manifest", "paired", "class_folders"),
             help="How to read --input. auto: a listing file by file suffix (manifest is another name for "
                  "listing), paired folders when --mask_template is given, class folders for classification.")
+        group.add_argument(
+            "--layout", default="auto", choices=(AUTO, NONE) + tuple(sorted(LAYOUT_NAMES)),
+            help="A public dataset's folder as it ships, read with its own split files and pairing and no listing "
+                 "(docs/layouts.md, which gives each tree): voc (PASCAL VOC 2012, and labelme2voc exports), pet "
+                 "(Oxford-IIIT Pet trimaps), cityscapes, ade20k (ADEChallengeData2016), coco (instances and "
+                 "stuff JSON), coco_panoptic. Each applies its shipped map unless --label_map or --color_map is "
+                 "given. auto (default): a segmentation --input folder without --mask_template is recognised by "
+                 "its folders, and the first line says which layout was chosen; none: never.")
+        group.add_argument(
+            "--split_names", default=None,
+            help="Rename the input's splits, as NAME=NEW pairs: trainval=train,minival=val. The split named train is "
+                 "the one statistics, balancing and the trainer use; a layout renames its own (Pet: trainval=train, "
+                 "ADE20K: training=train,validation=val), which these override.")
+        group.add_argument(
+            "--allow_no_train", action="store_true", default=False,
+            help="Publish a version with no train split, or whose train split holds no pixel (no image) of any "
+                 "class. By default such a run is refused in one line that names the splits found, since nothing "
+                 "could train on it.")
         group.add_argument(
             "--image_glob", default="images/*",
             help="Paired folders: comma-separated globs of images, relative to --input "

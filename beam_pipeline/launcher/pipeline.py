@@ -11,6 +11,7 @@ from beam_pipeline.core import layout, paths
 from beam_pipeline.core.balance import growth_refusal
 from beam_pipeline.core.failures import RunFailed, describe_failure
 from beam_pipeline.core.gates import count_refusal, reject_refusal
+from beam_pipeline.core.layouts import LAYOUTS, described
 from beam_pipeline.core.rerun.versions import ParentSpec
 from beam_pipeline.core.selection import SplitSpec
 from beam_pipeline.io import stores
@@ -147,6 +148,13 @@ def build_pipeline(p: beam.Pipeline, config: CorpusConfig, split_spec: SplitSpec
             | "PublishOutputs" >> PublishOutputs(publish, options, package_versions))
 
 
+def _described(config: CorpusConfig) -> str:
+    """How the input is read, as the first line says it: listing, paired, class_folders, or the layout."""
+    if config.layout in LAYOUTS:
+        return described(LAYOUTS[config.layout])
+    return config.input_format
+
+
 def step_files(data_dir: str) -> Dict[str, str]:
     """What each step writes, to name the file when a write fails in Beam's or tf.Transform's code."""
     return {"PublishOutputs/WriteRejects": layout.parts_dir(data_dir, "rejects") + "/",
@@ -181,7 +189,7 @@ def run(argv: Optional[List[str]] = None) -> dict:
         raise CorpusOptionsError(str(error)) from None
     with OutputRun(store, config.output, config.overwrite, config.keep_versions) as output_run:
         data_dir = output_run.data_dir
-        _LOG.info("Reading %s (%s, %s) into %s", config.input, config.input_format, config.task, data_dir)
+        _LOG.info("Reading %s (%s, %s) into %s", config.input, _described(config), config.task, data_dir)
         shuffle, made_for_shuffle = launch.shuffle_spec(launched.options, config, data_dir)
         package_versions = launch.package_versions()
         cache_spec = config.cache_spec(output_run.run_id, package_versions, (output_run.previous or {}).get("run_id") or "")

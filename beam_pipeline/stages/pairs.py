@@ -7,6 +7,7 @@ through Beam's filesystems, so local paths, gs:// and s3:// work alike.
 """
 
 import dataclasses
+import functools
 import hashlib
 from typing import Iterable, Iterator, List, Optional, Tuple, Union
 
@@ -19,12 +20,15 @@ from beam_pipeline.core.hashing import stable_hash
 from beam_pipeline.core.pairing import pair_by_mask_path
 from beam_pipeline.core.records import FILTERED, Outcome, PairRef, ValidPair
 from beam_pipeline.core.validation import Checked, checked_classification, checked_segmentation, record_files
+from beam_pipeline.core.layouts import FOLDERS, LAYOUTS, SPLIT_FILES
 from beam_pipeline.io import folders, listing, streams
+from beam_pipeline.io import layouts as io_layouts
 from beam_pipeline.io.cache import spill as spill_store
 from beam_pipeline.stages.specs import CLASS_FOLDERS, LISTING, PAIRED, CheckSpec, DiscoverSpec, SelectSpec
 
 Discovered = Union[PairRef, Outcome]
 CLASS_FOLDER_GLOB = "*/*"      # one folder per class, relative to the input folder
+SPLIT_FILE = "split_file"      # a layout's split file: one image stem a line (core/layouts.py)
 IMAGES = "images"              # paired folders: the image globs ...
 MASKS = "masks"                # ... and the mask glob, joined on the mask path
 MAX_EXAMPLES_SALT = "max_examples"
@@ -37,17 +41,22 @@ _CHUNK = 4 * 1024 * 1024      # the most asked for at once: later reads double u
 # --------------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class Source:
-    """One unit of discovery: a listing file, or a glob relative to the input folder."""
-    kind: str                  # LISTING | CLASS_FOLDERS | IMAGES | MASKS
+    """One unit of discovery: a listing file, a split file, or a glob relative to the input folder."""
+    kind: str                  # LISTING | CLASS_FOLDERS | SPLIT_FILE | IMAGES | MASKS
     pattern: str
 
 
 def sources(spec: DiscoverSpec) -> Tuple[Source, ...]:
-    """What to list for this kind of input."""
+    """What to list for this kind of input (a layout's split files are listed here: a few files)."""
     if spec.input_format == LISTING:
         return (Source(LISTING, spec.input),)
     if spec.input_format == CLASS_FOLDERS:
         return (Source(CLASS_FOLDERS, CLASS_FOLDER_GLOB),)
+    layout = LAYOUTS.get(spec.layout)
+    if layout is not None and layout.family == SPLIT_FILES:
+        return tuple(Source(SPLIT_FILE, relative) for relative in io_layouts.split_files(spec.root, layout))
+    if layout is not None:
+        return tuple(Source(IMAGES, pattern) for pattern in layout.images) + (Source(MASKS, layout.masks),)
     return (tuple(Source(IMAGES, pattern) for pattern in spec.image_globs)
             + (Source(MASKS, paths.template_glob(spec.mask_template)),))
 
@@ -66,8 +75,15 @@ def fan_out(spec: DiscoverSpec, source: Source) -> List[Source]:
 
 
 def joins_on_mask_path(spec: DiscoverSpec) -> bool:
-    """Paired folders: images and masks are listed apart and meet on the mask path."""
-    return spec.input_format == PAIRED
+    """Paired folders, and the layouts of folders: images and masks are listed apart and meet on the mask path."""
+    layout = LAYOUTS.get(spec.layout)
+    return spec.input_format == PAIRED or (layout is not None and layout.family == FOLDERS)
+
+
+def _mask_of(spec: DiscoverSpec):
+    """The mask path of an image path (both relative to the root): the layout's rule, or --mask_template."""
+    layout = LAYOUTS.get(spec.layout)
+    return layout.mask_of if layout is not None else functools.partial(paths.render_template, spec.mask_template)
 
 
 def discover_source(spec: DiscoverSpec, source: Source) -> Iterator:
@@ -78,8 +94,10 @@ def discover_source(spec: DiscoverSpec, source: Source) -> Iterator:
         return discover_listing_range(spec, whole.start, whole.stop, _claim_all)
     if source.kind == CLASS_FOLDERS:
         return folders.class_folder_pairs(spec.root, source.pattern)
+    if source.kind == SPLIT_FILE:
+        return io_layouts.split_file_pairs(spec.root, LAYOUTS[spec.layout], source.pattern)
     if source.kind == IMAGES:
-        return folders.keyed_images(spec.root, source.pattern, spec.mask_template)
+        return folders.keyed_images(spec.root, source.pattern, _mask_of(spec))
     return folders.keyed_masks(spec.root, source.pattern)
 
 
@@ -95,8 +113,12 @@ def discover_listing_range(spec: DiscoverSpec, start: int, stop: int, claim: lis
 
 def join_on_mask_path(spec: DiscoverSpec, mask_rel: str, image_rels: Iterable[str],
                       mask_rels: Iterable[str]) -> Iterator[Discovered]:
-    """A PairRef per image whose mask exists; orphan images and orphan masks as rejected Outcomes."""
-    return pair_by_mask_path(mask_rel, image_rels, mask_rels, spec.root)
+    """A PairRef per image whose mask exists; orphan images and orphan masks as rejected Outcomes. A layout whose
+    paths give the split (Cityscapes' ``leftImg8bit/<split>/``) adds it to the pair's metadata."""
+    layout = LAYOUTS.get(spec.layout)
+    for item in pair_by_mask_path(mask_rel, image_rels, mask_rels, spec.root):
+        split = layout.split_of(item.source_id) if layout is not None and isinstance(item, PairRef) else None
+        yield dataclasses.replace(item, metadata=item.metadata + (("split", split),)) if split else item
 
 
 def discover(spec: DiscoverSpec) -> Iterator[Discovered]:
@@ -136,7 +158,7 @@ def beyond_max_examples(ref: PairRef) -> Outcome:
 
 def with_split(ref: PairRef, spec: SelectSpec) -> Discovered:
     """``ref`` with its split and without its metadata (only selection needs it), or a rejected Outcome."""
-    ref, outcome = selection.with_split(ref, spec.split)
+    ref, outcome = selection.with_split(ref, spec.split, spec.split_names)
     return ref if outcome is None else outcome
 
 

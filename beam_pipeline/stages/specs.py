@@ -19,6 +19,7 @@ from beam_pipeline.core.selection import SplitSpec
 LISTING = "listing"                  # a listing file (.csv, .jsonl, .parquet): one row per pair
 PAIRED = "paired"                    # image and mask folders joined by --mask_template
 CLASS_FOLDERS = "class_folders"      # one sub-folder per class (classification)
+LAYOUT = "layout"                    # a public dataset's folder as it ships (--layout: core/layouts.py)
 DEFAULT_MAX_FILE_BYTES = 256 * 1024 * 1024
 REJECTED_TAG = "rejected"            # every composite's output of Outcomes (rejects, duplicates, filtered)
 
@@ -33,6 +34,7 @@ class DiscoverSpec:
     mask_template: Optional[str] = None            # paired folders
     allow_outside_root: bool = False               # listing rows may leave the listing's folder
     root: str = ""                                 # filled in: the folder paths and globs are relative to
+    layout: str = ""                               # LAYOUT: the layout's name (core/layouts.LAYOUTS)
 
     def __post_init__(self):
         if not self.root:
@@ -50,6 +52,7 @@ class SelectSpec:
     sample_fraction: float = 1.0
     max_examples: Optional[int] = None
     label_map: Optional[LabelMap] = None     # classification: labels it sends to ignore are filtered out
+    split_names: Tuple[Tuple[str, str], ...] = ()   # a split's name in the input -> the name it is published under
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,7 +13,8 @@ from beam_pipeline.core import masks, reasons
 from beam_pipeline.core.masks import report as mask_report
 from beam_pipeline.core.pixels import Limits
 from beam_pipeline.core.points import sample_points
-from published import CAMVID_LABEL_COLORS, CAMVID_SEGNET_GROUPS, CITYSCAPES_LABELS
+from published import (ADE20K_CLASSES, CAMVID_LABEL_COLORS, CAMVID_SEGNET_GROUPS, CITYSCAPES_LABELS, PET_TRIMAP,
+                       VOC_CLASSES, VOC_VOID)
 
 
 def build(text: str, kind=lm.VALUES, names=(), num_classes=4, **options) -> lm.MaskMap:
@@ -27,7 +28,8 @@ def shipped(name: str) -> lm.MaskMap:
     spec = lm.SHIPPED[name]
     kind = lm.COLORS if spec.option == "--color_map" else lm.VALUES
     rows = lm.parse_rows(lm.shipped_bytes(name), kind, name)
-    resolved = lm.resolve_classes(rows, spec.class_names, len(spec.class_names), name)
+    names = spec.class_names or lm.names_in_map(rows)
+    resolved = lm.resolve_classes(rows, names, len(names), name)
     return lm.mask_map(kind, resolved, rows, reduce_zero_label=False, unmapped=lm.REJECT, source=name, sha256="0")
 
 
@@ -203,6 +205,29 @@ def test_camvid_map_is_the_published_colours_in_segnet_groups_every_colour_cover
     for name, rgb in CAMVID_LABEL_COLORS.items():
         assert mapped[lm.pack_color(*rgb)] == group_of.get(name, lm.IGNORE), name
     assert list(lm.SHIPPED["camvid"].class_names) == [name for name, _ in CAMVID_SEGNET_GROUPS]
+
+
+def test_voc_map_keeps_the_21_classes_and_ignores_void():
+    assert dict(shipped("voc").entries) == {**{c: c for c in range(21)}, VOC_VOID: lm.IGNORE}
+    assert lm.SHIPPED["voc"].class_names == VOC_CLASSES
+
+
+def test_pet_map_makes_the_trimaps_border_ignore():
+    classes = lm.SHIPPED["pet"].class_names
+    entries = dict(shipped("pet").entries)
+    assert sorted(entries) == sorted(PET_TRIMAP)
+    for code, meaning in PET_TRIMAP.items():
+        expected = (lm.IGNORE if meaning.startswith("not classified") else
+                    classes.index("background") if meaning == "background" else classes.index("pet"))
+        assert entries[code] == expected, meaning
+
+
+def test_ade20k_map_is_the_150_classes_of_objectinfo150_other_ignored():
+    mapped = shipped("ade20k")
+    assert dict(mapped.entries) == {0: lm.IGNORE, **{v: v - 1 for v in range(1, 151)}}
+    rows = lm.parse_rows(lm.shipped_bytes("ade20k"), lm.VALUES, "ade20k")
+    assert lm.names_in_map(rows) == tuple(name.split(",")[0].strip() for name in ADE20K_CLASSES)
+    assert [dict(mapped.names)[v] for v in range(1, 151)] == [name.strip() for name in ADE20K_CLASSES]
 
 
 # --------------------------------------------------------------------------- warnings

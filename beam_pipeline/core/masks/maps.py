@@ -76,7 +76,7 @@ class ShippedMap:
     name: str
     option: str               # "--label_map" or "--color_map"
     file: str                 # in shipped/
-    class_names: Tuple[str, ...]
+    class_names: Tuple[str, ...]          # in id order; () takes them from the file's class column, in order
     description: str
 
 
@@ -93,6 +93,16 @@ SHIPPED: Dict[str, ShippedMap] = {m.name: m for m in (
                "CamVid's 32 RGB label colours to the 11 classes of SegNet; Void (0,0,0) is ignored"),
     ShippedMap("binary255", "--label_map", "binary255.csv", ("background", "foreground"),
                "binary masks stored as 0/255: 0 is background (0), 255 is foreground (1)"),
+    ShippedMap("voc", "--label_map", "voc.csv",
+               ("background", "aeroplane", "bicycle", "bird", "boat", "bottle", "bus", "car", "cat", "chair", "cow",
+                "diningtable", "dog", "horse", "motorbike", "person", "pottedplant", "sheep", "sofa", "train",
+                "tvmonitor"),
+               "PASCAL VOC 2012 palette masks: indices 0..20 are the 21 classes, 255 (void) is ignored"),
+    ShippedMap("pet", "--label_map", "pet.csv", ("background", "pet"),
+               "Oxford-IIIT Pet trimaps: 1 pet, 2 background, 3 the border (not classified) ignored"),
+    ShippedMap("ade20k", "--label_map", "ade20k.csv", (),
+               "ADE20K (ADEChallengeData2016) annotations: 1..150 are the 150 classes (named as objectInfo150), "
+               "0 (other objects) is ignored"),
 )}
 
 
