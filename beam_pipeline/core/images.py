@@ -1,10 +1,12 @@
 """Decoding and checking one image: its size, the bytes it is stored as, and its channel sums.
 
-Conversion rule (documented in docs/validation.md): images are stored as 3-channel 8-bit RGB. An image in any
+Conversion rule (documented in docs/validation.md): images are read as 3-channel 8-bit RGB. An image in any
 other mode is converted with Pillow: grey is replicated to the three channels, palette images are expanded
 through their palette, an alpha channel is dropped (colour values are kept, not composited), CMYK and YCbCr use
 Pillow's conversion, 16-bit grey keeps its 8 high bits. A converted image is re-encoded as lossless PNG; every
-other image keeps its original bytes. 8-bit RGB PNG and 3-component JPEG images take the fast decoders
+other image keeps its original bytes, and so does a greyscale JPEG: TensorFlow's ``decode_jpeg(channels=3)``, the
+trainer's decoder, replicates its grey channel exactly as this rule does (checked in tests), and the JPEG is
+about a quarter of the 3-channel PNG. 8-bit RGB PNG and 3-component JPEG images take the fast decoders
 (core/pixels.py, core/decode.py), every other one Pillow's path.
 """
 
@@ -82,6 +84,9 @@ def check_image_with_pillow(data: bytes, limits: Limits, reencode: bool = False)
     fmt = format_name(image)
     if image.mode == "RGB" and not reencode:
         sums, squares = channel_sums(image.histogram()) if limits.channel_sums else _NO_SUMS
+        return ImageCheck(image.height, image.width, fmt, None, sums, squares)
+    if image.mode == "L" and fmt == "jpeg" and not reencode:      # greyscale JPEG: stored as it is (module docstring)
+        sums, squares = channel_sums(image.histogram() * 3) if limits.channel_sums else _NO_SUMS
         return ImageCheck(image.height, image.width, fmt, None, sums, squares)
     rgb = to_rgb(image)
     if isinstance(rgb, Rejection):

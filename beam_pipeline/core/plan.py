@@ -61,6 +61,7 @@ class PairSample:
     class_pixels: tuple = ()    # segmentation: the pair's class histogram, its ignore pixels, and (mapped
     ignore_pixels: int = 0      # masks) the source values it holds, for the sample's mask values and warnings
     source_pixels: tuple = ()
+    detail: str = ""            # rejected: its detail (the mask values it names, for the reject gate's message)
 
 
 def sample_splits(samples: List[PairSample], num_classes: int) -> Dict[str, dict]:

@@ -48,7 +48,7 @@ def resolve_layout(config: CorpusConfig) -> CorpusConfig:
         return config
     layout, root = _which(config)
     maps = config.maps
-    if not (maps.label_map or maps.color_map) and layout.map_name:
+    if not maps.any and layout.map_name:                  # any map option of the user's replaces the layout's
         maps = dataclasses.replace(maps, **{"label_map" if layout.map_option == "--label_map" else "color_map":
                                             layout.map_name})
     names = config.class_names or io_layouts.class_names(root, layout)

@@ -10,8 +10,10 @@ import apache_beam as beam
 from beam_pipeline.core import layout, paths
 from beam_pipeline.core.balance import growth_refusal
 from beam_pipeline.core.failures import RunFailed, describe_failure
-from beam_pipeline.core.gates import count_refusal, reject_refusal
+from beam_pipeline.core.gates import (count_refusal, offending_values, reject_refusal, split_signal, summed,
+                                     top_values, train_refusal)
 from beam_pipeline.core.layouts import LAYOUTS, described
+from beam_pipeline.core.masks.report import border_warnings, edge_tally
 from beam_pipeline.core.rerun.versions import ParentSpec
 from beam_pipeline.core.selection import SplitSpec
 from beam_pipeline.io import stores
@@ -21,6 +23,7 @@ from beam_pipeline.launcher.rerun.parent import checked_parent, without_damaged
 from beam_pipeline.launcher.commit import OutputRun
 from beam_pipeline.launcher.config import CorpusConfig
 from beam_pipeline.launcher.options import CorpusOptionsError
+from beam_pipeline.report.masks import sampled_masks
 from beam_pipeline.stages.rerun.adopt import AdoptKilledSpill
 from beam_pipeline.stages.balance_split import BalanceTrainSplit
 from beam_pipeline.stages.counters import SHUFFLE, counter_total
@@ -44,8 +47,17 @@ def _status_and_reason(outcome):
     return outcome.status, outcome.reason
 
 
-def _reject_refusals(counts, discovered: int, max_fraction: float):
-    refusal = reject_refusal(counts, discovered, max_fraction)
+def _reject_refusals(counts, discovered: int, max_fraction: float, values):
+    refusal = reject_refusal(counts, discovered, max_fraction, top_values(values))
+    return [refusal] if refusal else []
+
+
+def _split_signal(pair):
+    return split_signal(pair.ref.split, pair.class_pixels, pair.label)
+
+
+def _train_refusals(splits, allow: bool):
+    refusal = train_refusal(splits, allow)
     return [refusal] if refusal else []
 
 
@@ -92,9 +104,15 @@ def build_pipeline(p: beam.Pipeline, config: CorpusConfig, split_spec: SplitSpec
                     | "WithFilteredCounts" >> beam.Flatten()
                     # ((status, reason), n) of the inputs filtered out or rejected before writing
                     | "AllEarlyCounts" >> beam.combiners.ToList())
+    rejected_values = (invalid
+                       | "OffendingValues" >> beam.FlatMap(offending_values)
+                       | "SumOffendingValues" >> beam.CombinePerKey(summed)
+                       | "AllOffendingValues" >> beam.combiners.ToList())
+    # [((reason, mask value or colour), (pixels, masks)), ...] of the pairs rejected for their masks' values
     reject_refusals = early_counts | "CheckRejectRate" >> beam.FlatMap(
-        _reject_refusals, discovered=beam.pvalue.AsSingleton(discovered), max_fraction=config.max_reject_fraction)
-    # Refusal when more than --max_reject_fraction of the selected inputs were rejected
+        _reject_refusals, discovered=beam.pvalue.AsSingleton(discovered), max_fraction=config.max_reject_fraction,
+        values=beam.pvalue.AsSingleton(rejected_values))
+    # Refusal when more than --max_reject_fraction of the selected inputs were rejected, naming the values
     valid_count = valid | "CountValid" >> beam.combiners.Count.Globally()
     count_refusals = early_counts | "CheckCounts" >> beam.FlatMap(
         _count_refusals, discovered=beam.pvalue.AsSingleton(discovered), valid=beam.pvalue.AsSingleton(valid_count))
@@ -111,7 +129,14 @@ def build_pipeline(p: beam.Pipeline, config: CorpusConfig, split_spec: SplitSpec
     # ValidPair (train: repeat copies or strata) | float growth of the train split
     growth_refusals = growth | "CheckGrowth" >> beam.FlatMap(_growth_refusals, max_growth=balance.max_growth)
     # Refusal when the growth is above --max_growth
-    refusals = (count_refusals, reject_refusals, growth_refusals) | "MergeRefusals" >> beam.Flatten()
+    train_refusals = (unique
+                      | "SplitSignals" >> beam.Map(_split_signal)
+                      | "SumPerSplit" >> beam.CombinePerKey(summed)
+                      | "AllSplits" >> beam.combiners.ToList()
+                      | "CheckTrain" >> beam.FlatMap(_train_refusals, allow=config.allow_no_train))
+    # Refusal when no train split, or no train pair holding a class, would be published (--allow_no_train)
+    refusals = ((count_refusals, reject_refusals, growth_refusals, train_refusals)
+                | "MergeRefusals" >> beam.Flatten())
     # Refusal of any gate: then no shard is written and nothing is published
     if parent is not None:
         to_write, kept, version_counts, lost = balanced | "KeepParentRecords" >> KeepParentRecords(
@@ -153,6 +178,16 @@ def _described(config: CorpusConfig) -> str:
     if config.layout in LAYOUTS:
         return described(LAYOUTS[config.layout])
     return config.input_format
+
+
+def _border_warnings(config: CorpusConfig, pending: dict) -> List[dict]:
+    """A warning per class that lies only on object edges in a sample of the written train masks
+    (core/masks/report.border_warnings)."""
+    if config.task != "segmentation":
+        return []
+    tally = edge_tally(sampled_masks(config.output, pending), config.num_classes)
+    names = list(config.class_names) or [str(c) for c in range(config.num_classes)]
+    return border_warnings(tally, names, config.mask_map)
 
 
 def step_files(data_dir: str) -> Dict[str, str]:
@@ -206,6 +241,7 @@ def run(argv: Optional[List[str]] = None) -> dict:
                            rewritten)
             result = watch.run_and_watch(p, launched.options)     # a progress bar, lines, or where to watch
             pending = read_result(data_dir)
+            pending["warnings"] = list(pending.get("warnings") or []) + _border_warnings(config, pending)
             timing = {"started": output_run.started, "pipeline_seconds": round(time.monotonic() - started, 1)}
             manifest = output_run.commit(pending, timing, checked.lineage() if parent else {})
             if cache_spec.folder:

@@ -29,6 +29,7 @@ from typing import List, Tuple
 
 from beam_pipeline.core.reasons import Rejection
 from beam_pipeline.core.example import frame_record, pair_example
+from beam_pipeline.core.gates import offending_values, reject_refusal, summed, top_values, train_refusal
 from beam_pipeline.core.hashing import stable_hash
 from beam_pipeline.core.paths import split_scheme
 from beam_pipeline.core.masks.report import class_warnings, mask_values_table
@@ -64,7 +65,8 @@ def _measure(packed_ref: bytes, spec: CheckSpec, spill: bool = True) -> PairSamp
     read = pairs.read_files(ref, spec)
     checked = read if isinstance(read, Rejection) else pairs.checked_bytes(ref, spec, *read)
     if isinstance(checked, Rejection):
-        return PairSample(ref.split, REJECTED, checked.reason, 0, 0, ref_bytes, 0, time.process_time() - started)
+        return PairSample(ref.split, REJECTED, checked.reason, 0, 0, ref_bytes, 0, time.process_time() - started,
+                          detail=checked.detail)
     result = checked.pair
     stored = pairs.stored_files(checked, read[1], spec) if spill else None
     record = pair_example(result, *stored) if stored is not None else pairs.record(result, spec)
@@ -121,6 +123,7 @@ def make_plan(config: CorpusConfig, split_spec: SplitSpec, sample_size: int, wor
                     sample_worker_rss_bytes=worker_rss)
     plan["requests"] = _requests(config, plan)
     plan.update(_masks_and_warnings(config, samples))
+    plan["refusals"] = _refusals(config, plan, samples)
     plan["unit"] = units(config.task)
     plan["planning_seconds"] = time.monotonic() - started
     return plan
@@ -137,6 +140,30 @@ def _masks_and_warnings(config: CorpusConfig, samples: List[PairSample]) -> dict
                               mask=config.mask_map, labels=config.label_map, values=values)
     return {"mask_values": values, "maps": {"source": config.mask_map.source} if config.mask_map else None,
             "warnings": warnings}
+
+
+def _refusals(config: CorpusConfig, plan: dict, samples: List[PairSample]) -> List[str]:
+    """What the real run's gates would say before writing, estimated on the sample: the reject rate (with the
+    values rejected most often, and their fix) and the train split (its presence is exact)."""
+    totals: dict = {}
+    for sample in samples:
+        outcome = Outcome(REJECTED, sample.reason, sample.detail, key="", image=None)
+        for key, value in (offending_values(outcome) if sample.status == REJECTED else ()):
+            totals[key] = summed([totals.get(key, (0, 0)), value])
+    counts = [((REJECTED, reason), n) for reason, n in plan["rejected"].items()]
+    refusals = [reject_refusal(counts, plan["selected"], config.max_reject_fraction, top_values(totals.items())),
+                train_refusal(_split_signals(plan, samples), config.allow_no_train)]
+    return [refusal.message for refusal in refusals if refusal is not None]
+
+
+def _split_signals(plan: dict, samples: List[PairSample]) -> List[Tuple[str, Tuple[int, int]]]:
+    """(split, (records, records holding a class)) estimated for the no-train gate: the split's records from the
+    plan, and whether a sampled valid pair of the split holds a class."""
+    sampled = {sample.split for sample in samples if sample.status == VALID}
+    holding = {sample.split for sample in samples if sample.status == VALID and
+               (sum(sample.class_pixels) > 0 or not sample.class_pixels)}
+    return [(split, (entry["records"], int(split in holding or split not in sampled)))
+            for split, entry in plan["splits"].items() if entry["records"]]
 
 
 def _requests(config: CorpusConfig, plan: dict) -> dict:
@@ -177,6 +204,7 @@ def render_plan(plan: dict) -> str:
     if plan.get("mask_values"):
         lines += ["  " + line for line in mask_values_lines(plan, "in the sample")]
     lines += [f"warning: {w['message']} (in the sample)" for w in plan.get("warnings") or ()]
+    lines += [f"warning: the real run would be refused: {message}" for message in plan.get("refusals") or ()]
     return "\n".join(lines)
 
 

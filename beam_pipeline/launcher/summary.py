@@ -14,6 +14,7 @@ from beam_pipeline.report.data import class_presence
 MAX_CLASS_ROWS = 12         # the rarest classes shown when there are more
 MAX_VALUE_ROWS = 16         # the source values with the most pixels shown when there are more
 MAX_DAMAGE_LINES = 3        # damaged parent shards named, one warning line each
+MAX_CLASS_WARNINGS = 3      # more classes without train pixels than this share one warning line
 
 
 def _reasons(table: dict) -> str:
@@ -56,7 +57,8 @@ def render_summary(manifest: dict, output: str) -> str:
     if stats:
         mean = " ".join(f"{v:.1f}" for v in stats["image_mean"])
         std = " ".join(f"{v:.1f}" for v in stats["image_std"])
-        lines.append(f"statistics (train, tf.Transform): {stats['num_images']} images, mean RGB {mean}, std {std}")
+        lines.append(f"statistics (train, tf.Transform): {stats['num_images']} images, mean RGB {mean}, std {std}"
+                     if stats["num_images"] else "statistics (train, tf.Transform): none, the train split is empty")
     lines.append(_balance_line(manifest.get("balance") or {}))
     lines += _class_table(manifest)
     lines += mask_values_lines(manifest)
@@ -68,9 +70,24 @@ def render_summary(manifest: dict, output: str) -> str:
         tail.append(f"shuffle: {manifest['shuffle_value_bytes'] / 1e6:.2f} MB of metadata")
     if tail:
         lines.append("; ".join(tail))
-    lines += [f"warning: {warning['message']}" for warning in manifest.get("warnings") or ()]
+    lines += warning_lines(manifest)
     lines += damaged_parent_lines(manifest.get("lineage") or {})
     return "\n".join(lines)
+
+
+def warning_lines(manifest: dict) -> List[str]:
+    """A ``warning:`` line per warning of manifest.json; the classes without train pixels (or images) share one
+    line when there are more than a few (each one's cause is in report.html and manifest.json)."""
+    warnings = manifest.get("warnings") or ()
+    absent = [w for w in warnings if w.get("class") is not None and not w.get("border")]
+    if len(absent) <= MAX_CLASS_WARNINGS:
+        return [f"warning: {warning['message']}" for warning in warnings]
+    names = manifest.get("class_names") or []
+    listed = ", ".join(f"{w['class']}" + (f" {names[w['class']]}" if w["class"] < len(names) else "") for w in absent)
+    what = "pixels" if manifest.get("task") == "segmentation" else "images"
+    lines = _wrapped(f"warning: {len(absent)} classes have no {what} in the train split (each one's cause in "
+                     f"report.html and manifest.json): ", listed)
+    return lines + [f"warning: {warning['message']}" for warning in warnings if warning not in absent]
 
 
 def damaged_parent_lines(lineage: dict) -> List[str]:

@@ -101,7 +101,8 @@ def class_share_chart(series: Dict[str, List[float]], classes: Sequence[int], na
             if log:
                 _plain_log(axes.xaxis)
             axes.grid(axis="x", alpha=0.3)
-        axes.legend(fontsize=8, ncols=min(n, 3), loc="upper center", bbox_to_anchor=(0.5, 1.16), frameon=False)
+        if axes.get_legend_handles_labels()[0]:       # no split with a bar (nothing written): no legend
+            axes.legend(fontsize=8, ncols=min(n, 3), loc="upper center", bbox_to_anchor=(0.5, 1.16), frameon=False)
     return _svg(figure)
 
 

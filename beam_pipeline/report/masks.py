@@ -1,9 +1,20 @@
 """The report's warnings (every class the train split lacks, an ignore label that covers most pixels) and the
-table of the source mask values a map read, next to the classes they became (core/masks/report.py)."""
+table of the source mask values a map read, next to the classes they became (core/masks/report.py); and the
+written masks a run samples to find a class that lies only on object edges (:func:`sampled_masks`)."""
 
-from typing import Set
+import io
+from typing import Iterator, Set
 
+import numpy as np
+from apache_beam.io.filesystems import FileSystems
+from PIL import Image
+
+from beam_pipeline.core import features, layout
+from beam_pipeline.core.example import example_bytes_values
 from beam_pipeline.report.html import cell, esc, number, percent, section, table
+from beam_pipeline.report.tfrecord import read_records
+
+SAMPLED_MASKS = 32            # masks read from the train shards for core/masks/report.border_warnings
 
 
 def warned_classes(manifest: dict) -> Set[int]:
@@ -38,3 +49,23 @@ def mask_values_section(manifest: dict) -> str:
             "masks hold, over their original images (not repeat copies).</p>")
     return section("mask-values", "Mask values and the classes they became",
                    note + table(["source value", "class", "pixels", "share", "masks"], body_rows, "mask-values"))
+
+
+def sampled_masks(output: str, manifest: dict, limit: int = SAMPLED_MASKS) -> Iterator[np.ndarray]:
+    """Up to ``limit`` masks of the train split as written (class ids), the shards in name order, each read from its
+    start until the masks are found; deleted records are passed over."""
+    shards = sorted((manifest.get("splits") or {}).get("train", {}).get("shards") or (), key=lambda s: s["path"])
+    found = 0
+    for shard in shards:
+        deleted = set(shard.get("deleted") or ())
+        with FileSystems.open(layout.resolve(output, manifest, shard["path"])) as handle:
+            for index, record in enumerate(read_records(io.BufferedReader(handle, 1 << 20))):
+                if index in deleted:
+                    continue
+                encoded = example_bytes_values(record, (features.MASK_ENCODED,)).get(features.MASK_ENCODED)
+                if encoded is None:
+                    return
+                yield np.asarray(Image.open(io.BytesIO(bytes(encoded))))
+                found += 1
+                if found >= limit:
+                    return

@@ -133,12 +133,26 @@ def test_rgb_image_keeps_original_bytes():
     assert (result.height, result.width, result.stored_format, result.stored) == (4, 4, "jpeg", None)
 
 
-def test_grey_image_becomes_rgb_png():
+def test_a_grey_png_becomes_rgb_png():
     grey = np.array([[0, 50], [100, 250]], dtype=np.uint8)
-    result = images.check_image(encode(grey, "JPEG"), LIMITS)
+    result = images.check_image(encode(grey, "PNG"), LIMITS)
     assert result.stored_format == "png"
     decoded = np.asarray(Image.open(io.BytesIO(result.stored)))
     assert decoded.shape == (2, 2, 3)
+    assert np.array_equal(decoded[..., 0], decoded[..., 2])
+
+
+def test_a_grey_jpeg_keeps_its_bytes_and_the_trainers_decoder_reads_the_pixels_its_sums_were_taken_on():
+    """Issue 42: greyscale JPEGs grew 4.2x as 3-channel PNGs. Kept as they are, TensorFlow's decode_jpeg with
+    channels=3 (the trainer's) gives the grey channel three times, as the conversion rule does."""
+    import tensorflow as tf
+    grey = np.random.default_rng(3).integers(0, 256, (24, 40), dtype=np.uint8)
+    data = encode(grey, "JPEG")
+    result = images.check_image(data, LIMITS)
+    assert (result.stored_format, result.stored) == ("jpeg", None)
+    decoded = tf.io.decode_jpeg(data, channels=3, dct_method="INTEGER_ACCURATE").numpy().astype(np.int64)
+    assert result.channel_sum == tuple(int(v) for v in decoded.sum(axis=(0, 1)))
+    assert result.channel_sum_squares == tuple(int(v) for v in (decoded * decoded).sum(axis=(0, 1)))
     assert np.array_equal(decoded[..., 0], decoded[..., 2])
 
 

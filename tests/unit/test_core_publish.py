@@ -63,9 +63,30 @@ def test_reject_gate_refuses_above_the_fraction_and_names_the_top_reasons():
     refusal = reject_refusal(counts, discovered=467, max_fraction=0.1)
     assert refusal.gate == "max_reject_fraction"
     assert refusal.message.startswith("315 of 367 selected inputs (85.8%) were rejected")   # filtered ones not counted
-    assert "top reasons: orphan_image 300, mask_value_out_of_range 12, truncated 2 and 1 more reason(s)" \
-        in refusal.message
+    assert ("top reasons: orphan_image 300 (fix: check --mask_template (or the layout: --layout)), "
+            "mask_value_out_of_range 12 (fix: check --num_classes and --ignore_label, or read the masks through a "
+            "--label_map (a row V,ignore or V,<class>)), truncated 2 and 1 more reason(s)") in refusal.message
     assert "--max_reject_fraction 0.1" in refusal.message
+
+
+def test_reject_gate_names_the_values_rejected_most_and_the_row_that_fixes_them():
+    """Issue 42: the gate read 'mask_value_unmapped 26' and never said which value (255) nor which option helps."""
+    from beam_pipeline.core.gates import offending_values, summed, top_values
+    from beam_pipeline.core.records import Outcome
+    details = ["mask has values 255 (1,000 px), 7 (20 px) that --label_map m.csv does not list"] * 25 + [
+        "mask has values 255 (24 px) that --label_map m.csv does not list"]
+    totals = {}
+    for detail in details:
+        for key, value in offending_values(Outcome("rejected", "mask_value_unmapped", detail, key="k", image=None)):
+            totals[key] = summed([totals.get(key, (0, 0)), value])
+    assert totals == {("mask_value_unmapped", "255"): (25_024, 26), ("mask_value_unmapped", "7"): (500, 25)}
+    refusal = reject_refusal([(("rejected", "mask_value_unmapped"), 26)], discovered=30, max_fraction=0.1,
+                             values=top_values(totals.items()))
+    assert ("mask_value_unmapped 26 (value 255: 25,024 px in 26 mask(s); value 7: 500 px in 25 mask(s); fix: add a "
+            "row for it to the --label_map (255,ignore, or its class), or --unmapped ignore)") in refusal.message
+    plain = Outcome("rejected", "mask_value_out_of_range", "mask has values [9, 255] outside 0..7", key="k", image=None)
+    assert list(offending_values(plain)) == [(("mask_value_out_of_range", "9"), (0, 1)),
+                                             (("mask_value_out_of_range", "255"), (0, 1))]
 
 
 @pytest.mark.parametrize("rejected,selected,fraction,refused", [

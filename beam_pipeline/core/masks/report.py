@@ -5,18 +5,27 @@
   and ``--plan`` show it);
 * :func:`class_warnings`: a line for every class with no pixels (classification: no images) in the train
   split, and for a run whose ignore label covers more than half of the mask pixels, each naming its likely
-  cause (manifest.json ``warnings``; the summary prints them as ``warning: ...``, the report marks them).
+  cause (manifest.json ``warnings``; the summary prints them as ``warning: ...``, the report marks them);
+* :func:`border_warnings`: a line for a class that lies only on object edges (nearly all of its pixels within
+  BORDER_RADIUS of another class, over a sample of the written masks): a border band between objects, such as
+  Oxford-IIIT Pet's trimap value 3 or VOC's 255, is usually meant as ignore, and trains as a class silently when
+  a map, ``--reduce_zero_label`` or ``--num_classes`` makes it one.
 
-Pure: the splits' tallies (manifest.json's shape) and the maps in, JSON-ready values out.
+Pure: the splits' tallies (manifest.json's shape), sampled masks and the maps in, JSON-ready values out.
 """
 
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+
+import numpy as np
 
 from beam_pipeline.core.masks import maps as lm
 from beam_pipeline.core.masks import values as mv
 from beam_pipeline.core.selection import TRAIN
 
 IGNORE_SHARE_LIMIT = 0.5          # a run whose ignore label covers more of the mask pixels gets a warning
+BORDER_RADIUS = 2                 # a pixel is on an edge when another value (a class, the ignore label) is this near
+BORDER_SHARE = 0.9                # a class with this share of its pixels on edges lies only on object borders
+BORDER_MIN_MASKS = 3              # ... in at least this many sampled masks (docs/validation.md measures both)
 SPECIAL = {mv.OTHER_UNMAPPED: "other unlisted values", mv.TRANSPARENT: "transparent (alpha 0)"}
 
 
@@ -88,7 +97,10 @@ def class_warnings(*, task: str, num_classes: int, class_names: Sequence[str], i
     ``values``: :func:`mask_values_table`'s rows."""
     train = splits.get(TRAIN)
     if not train or not train.get("num_images", train.get("num_examples", 0)):
-        return []
+        held = ", ".join(f"{name} {entry.get('num_images', entry.get('num_examples', 0)):,}"
+                         for name, entry in sorted(splits.items()) if name != TRAIN)
+        return [{"class": None, "message": "the train split is empty: no class can be learned from this version "
+                                           f"(its splits: {held or 'none, no pair was written'})"}]
     names = list(class_names) or [str(c) for c in range(num_classes)]
     lines = []
     share = ignore_share(splits) if task == "segmentation" else 0.0
@@ -153,3 +165,53 @@ def _named(mask: lm.MaskMap, source: int) -> str:
 def _few(items: Sequence[str], limit: int = 4) -> str:
     shown = ", ".join(str(item) for item in items[:limit])
     return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
+
+
+def near_other(mask: np.ndarray, radius: int = BORDER_RADIUS) -> np.ndarray:
+    """bool HxW: the pixels with a pixel of another value within ``radius`` (a square window; the image's own edges
+    are not an edge)."""
+    height, width = mask.shape
+    padded = np.pad(mask, radius, mode="edge")
+    near = np.zeros(mask.shape, dtype=bool)
+    for dy in range(-radius, radius + 1):
+        for dx in range(-radius, radius + 1):
+            if dy or dx:
+                near |= padded[radius + dy:radius + dy + height, radius + dx:radius + dx + width] != mask
+    return near
+
+
+def edge_tally(masks: Iterable[np.ndarray], num_classes: int) -> np.ndarray:
+    """int[3, num_classes]: per class, its pixels, those on an edge (:func:`near_other`), and the masks holding it."""
+    tally = np.zeros((3, num_classes), dtype=np.int64)
+    for mask in masks:
+        near = near_other(mask)
+        pixels = np.bincount(mask.ravel(), minlength=256)[:num_classes]
+        tally[0] += pixels
+        tally[1] += np.bincount(mask[near].ravel(), minlength=256)[:num_classes]
+        tally[2] += pixels > 0
+    return tally
+
+
+def border_warnings(tally: np.ndarray, class_names: Sequence[str], mask: Optional[lm.MaskMap] = None) -> List[dict]:
+    """A warning per class that lies only on object edges (module docstring), naming it, the source values that
+    become it, and the fix."""
+    out = []
+    pixels, edges, masks = tally
+    for c in range(len(pixels)):
+        if masks[c] < BORDER_MIN_MASKS or edges[c] < BORDER_SHARE * pixels[c]:
+            continue
+        name = class_names[c] if c < len(class_names) else str(c)
+        if mask is None:
+            source, row = f"value {c} of the masks", f"a --label_map row {c},ignore"
+        elif mask.kind == lm.IDENTITY:
+            source, row = f"value {c + 1} (--reduce_zero_label)", f"a --label_map row {c + 1},ignore"
+        else:
+            sources = [_named(mask, value) for value, cls in mask.entries if cls == c]
+            source = f"{_few(sources)} ({mask.source})" if sources else mask.source
+            row = f"a row that maps {'it' if len(sources) == 1 else 'them'} to ignore in the map"
+        out.append({"class": c, "border": True, "message": (
+            f"class {c} ({name}) lies only on object edges: {100 * edges[c] / pixels[c]:.0f}% of its pixels are within "
+            f"{BORDER_RADIUS} px of another class, in {masks[c]} sampled masks; it is {source}. A border band (Pet's "
+            f"trimap 3, VOC's 255) is usually meant as ignore: give {row} (--label_map pet, voc do), or keep it if "
+            "it is a class to learn")})
+    return out

@@ -19,7 +19,8 @@ Pure: numpy and Pillow.
 """
 
 import dataclasses
-from typing import Dict, Optional, Tuple, Union
+import re
+from typing import Dict, List, Optional, Tuple, Union
 
 import numpy as np
 from PIL import Image
@@ -205,11 +206,26 @@ def _source_pixels(present, pixels, classes, mask: MaskMap) -> Tuple[Tuple[int, 
 
 
 def listed(values, pixels, text) -> str:
-    """``3 (1,024 px), 17 (12 px)``: the values with the most pixels first, at most MAX_LISTED."""
+    """``3 (1,024 px), 17 (12 px)``: the values with the most pixels first, at most MAX_LISTED
+    (:func:`listed_in` reads them back)."""
     order = np.argsort(-np.asarray(pixels), kind="stable")[:MAX_LISTED]
     parts = [f"{text(int(values[i]))} ({int(pixels[i]):,} px)" for i in order]
     more = len(values) - len(order)
     return ", ".join(parts) + (f" and {more} more" if more > 0 else "")
+
+
+_LISTED = re.compile(r"(\(\d+,\d+,\d+\)|-?\d+) \(([\d,]+) px\)")
+_BRACKETED = re.compile(r"values \[([-\d, ]+)\]")
+
+
+def listed_in(detail: str) -> List[Tuple[str, int]]:
+    """(value or colour, pixels) of each offending value a rejection's detail names: as :func:`listed` writes them,
+    or as a plain mask's check does (``values [255, 9]``, no pixel counts: 0)."""
+    found = [(value, int(pixels.replace(",", ""))) for value, pixels in _LISTED.findall(detail)]
+    if found:
+        return found
+    bracketed = _BRACKETED.search(detail)
+    return [(value.strip(), 0) for value in bracketed.group(1).split(",") if value.strip()] if bracketed else []
 
 
 def convert_values(values: np.ndarray, mask: MaskMap, num_classes: int,
