@@ -15,8 +15,8 @@ What is measured
         -> augmentation, ``map(num_parallel_calls=AUTOTUNE, deterministic=False)``
         -> batch -> prefetch(AUTOTUNE).
     (c) ``trainer``    the dataset the trainer trains on, built by
-        ``trainer.train.split_dataset`` for one input pipeline from a
-        ``TrainConfig`` (so ``trainer.data.make_dataset`` with the trainer's own
+        ``trainer.training.train.split_dataset`` for one input pipeline from a
+        ``TrainConfig`` (so ``trainer.data.input.make_dataset`` with the trainer's own
         defaults): the pipeline's shards, interleaved, a bounded shuffle of
         the records, decoding, class-uniform crops normalised as the
         tf.Transform output does, augmentation, batch and prefetch; nothing
@@ -363,12 +363,12 @@ class _Messages(logging.Handler):
 def _trainer_dataset(spec: dict):
     """(c): the dataset the trainer builds for training, for one input pipeline; and how it decodes."""
     import tensorflow as tf
-    from trainer.artifacts import load_artifacts
-    from trainer.config import TrainConfig
-    from trainer.train import split_dataset
+    from trainer.data.artifacts import load_artifacts
+    from trainer.training.config import TrainConfig
+    from trainer.training.train import split_dataset
     config = TrainConfig(data=spec["shards"], job_dir="unused", global_batch_size=spec["batch_size"],
                          crop=tuple(spec["crop"]), cache="none")
-    messages, logger = _Messages(), logging.getLogger("trainer.data")
+    messages, logger = _Messages(), logging.getLogger("trainer.data.input")
     logger.addHandler(messages)
     logger.setLevel(logging.INFO)
     dataset, _ = split_dataset(load_artifacts(spec["shards"]), config, "train", True, tf.distribute.InputContext())

@@ -3,12 +3,12 @@
 A dataset of ``--pairs`` distinct copies of the photo corpus's pairs (tools/corpus_copies.py) is built once with the
 pipeline's defaults (``--balance training``: each image once) into the work folder and kept. Then, in this process:
 
-1. Training throughput. The trainer's own input (trainer.train.split_dataset) and model (build_compiled_model,
+1. Training throughput. The trainer's own input (trainer.training.train.split_dataset) and model (build_compiled_model,
    the default U-Net at ``--crop``) train ``--epochs`` epochs of ``--steps`` steps with ``--sampling shards``
    (no balancing) and with ``--sampling repeat_factor`` (the default for such a dataset), the two taking turns
    over ``--repeats``. The first epoch of each (tracing, warm-up) is not counted; steps/s over the others. The
    figure: the median (min..max) of balanced / unbalanced within each repeat (target >= 0.95).
-2. Copies in one batch. The serialized records the trainer reads (trainer.data.record_stream, repeat counts and
+2. Copies in one batch. The serialized records the trainer reads (trainer.data.input.record_stream, repeat counts and
    shuffle as trained) are batched for ``--mix_epochs`` epochs; each batch's pairs of records from the same image
    are counted, against the pairs a random permutation of each epoch's records would put in one batch
    (sum over images of C(n, 2) * (B - 1) / (M - 1), n an image's copies in the epoch, M the epoch's records,
@@ -47,7 +47,7 @@ def dataset(args, copies: Path) -> Path:
 
 
 def trainer_config(data: Path, args, sampling: str):
-    from trainer.config import parse_config
+    from trainer.training.config import parse_config
     return parse_config(["--data", str(data), "--job_dir", str(args.workdir / "training_balance" / "job"),
                          "--sampling", sampling, "--global_batch_size", str(args.batch),
                          "--crop", f"{args.crop},{args.crop}", "--no_verify_shards",
@@ -57,7 +57,7 @@ def trainer_config(data: Path, args, sampling: str):
 def steps_per_second(artifacts, config, args) -> float:
     import keras
     import tensorflow as tf
-    from trainer.train import build_compiled_model, split_dataset
+    from trainer.training.train import build_compiled_model, split_dataset
 
     keras.backend.clear_session()
     keras.utils.set_random_seed(config.seed)
@@ -76,10 +76,10 @@ def steps_per_second(artifacts, config, args) -> float:
 def copies_in_batches(artifacts, config, args) -> dict:
     """How often two records of one image share a batch, against a perfect shuffle and against neighbours."""
     import tensorflow as tf
-    from trainer.balance import RepeatCounts, class_repeat_factors, threshold_for
-    from trainer.data import record_stream, shard_for_pipeline
-    from trainer.decode import SOURCE_ID
-    from trainer.train import _input_config
+    from trainer.data.balance import RepeatCounts, class_repeat_factors, threshold_for
+    from trainer.data.input import record_stream, shard_for_pipeline
+    from trainer.data.decode import SOURCE_ID
+    from trainer.training.train import _input_config
 
     def source_of(serialized):
         return tf.io.parse_single_example(serialized, {SOURCE_ID: tf.io.FixedLenFeature([], tf.string)})[SOURCE_ID]
@@ -136,7 +136,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         parser.error("--epochs must be at least 2: the first is not counted")
     data = dataset(args, pair_copies(args.workdir, args.pairs))
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    from trainer.artifacts import load_artifacts
+    from trainer.data.artifacts import load_artifacts
     artifacts = load_artifacts(str(data))
     rates: dict[str, list[float]] = {"shards": [], "repeat_factor": []}
     for repeat in range(args.repeats):

@@ -1,8 +1,8 @@
-"""trainer/http_messages.py on hand-written request heads: what is read, and what is refused with which status."""
+"""trainer/serving/http_messages.py on hand-written request heads: what is read, and what is refused with which status."""
 
 import pytest
 
-from trainer.http_messages import (HTTPError, Response, body_length, error_response, keep_alive, parse_head,
+from trainer.serving.http_messages import (HTTPError, Response, body_length, error_response, keep_alive, parse_head,
                                    serialize)
 
 

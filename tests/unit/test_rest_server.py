@@ -1,4 +1,4 @@
-"""trainer/rest_server.py in this process, on localhost, with an application whose requests wait at a gate the
+"""trainer/serving/rest_server.py in this process, on localhost, with an application whose requests wait at a gate the
 test opens: which request is answered, dropped or refused does not depend on how fast a model is.
 
 The hostile cases against the real ``python -m trainer.serve`` are in tests/end_to_end/test_trainer_serving_limits.py;
@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-from trainer.http_messages import Response
-from trainer.rest_server import Limits, Server
+from trainer.serving.http_messages import Response
+from trainer.serving.rest_server import Limits, Server
 
 
 class GatedApp:

@@ -22,9 +22,9 @@ import threading
 import time
 from typing import Callable, Optional, Tuple
 
-from trainer.http_messages import HTTPError, Request, Response, error_response, serialize
-from trainer.rest_connection import LINGERING, READING, WAITING, WRITING, Connection
-from trainer.rest_pool import Task, WorkerPool
+from trainer.serving.http_messages import HTTPError, Request, Response, error_response, serialize
+from trainer.serving.rest_connection import LINGERING, READING, WAITING, WRITING, Connection
+from trainer.serving.rest_pool import Task, WorkerPool
 
 _LOG = logging.getLogger("trainer.serve")
 LINGER_SECONDS = 2.0        # after an error answer, what the client still sends is read and dropped this long at

@@ -1,4 +1,4 @@
-"""The worker threads of trainer/rest_server.py: a fixed number of threads answer the requests in a queue.
+"""The worker threads of trainer/serving/rest_server.py: a fixed number of threads answer the requests in a queue.
 
 A queued request can be dropped before a worker takes it (its client has gone); a request a worker has
 taken runs to its end. The application's exceptions become HTTP 500 with a logged traceback (a bug in the
@@ -10,7 +10,7 @@ import queue
 import threading
 from typing import Callable, List
 
-from trainer.http_messages import Request, Response, error_response
+from trainer.serving.http_messages import Request, Response, error_response
 
 _LOG = logging.getLogger("trainer.serve")
 QUEUED, RUNNING, DROPPED = "queued", "running", "dropped"

@@ -1,4 +1,4 @@
-"""HTTP/1.1 requests and responses as trainer/rest_server.py reads and writes them: pure functions on bytes.
+"""HTTP/1.1 requests and responses as trainer/serving/rest_server.py reads and writes them: pure functions on bytes.
 
 Only what a REST API needs: a request line, header fields, and a body framed by ``Content-Length``.
 Everything else is refused with the status that says why (RFC 9110/9112): a malformed head 400, a

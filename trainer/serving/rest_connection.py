@@ -1,10 +1,10 @@
-"""One client connection of trainer/rest_server.py: its non-blocking socket, the bytes in and out, and how far
+"""One client connection of trainer/serving/rest_server.py: its non-blocking socket, the bytes in and out, and how far
 its current request has come. The server decides what to do; this only moves and frames bytes."""
 
 import socket
 from typing import Dict, Optional, Tuple
 
-from trainer.http_messages import MAX_HEADER_BYTES, HTTPError, Request, body_length, keep_alive, parse_head
+from trainer.serving.http_messages import MAX_HEADER_BYTES, HTTPError, Request, body_length, keep_alive, parse_head
 
 READ_CHUNK = 256 * 1024
 SEND_CHUNK = 1 << 20
