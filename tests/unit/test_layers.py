@@ -9,8 +9,9 @@ The order, from the top (each layer may import the layers after it, never one be
     io         beam_pipeline/io/
     core       beam_pipeline/core/
 
-Shared leaves (``beam_pipeline/console.py``, ``beam_pipeline/phases.py``, the ``native_stderr`` package and
-the package's own ``__init__``) may be imported from anywhere and import only each other.
+Shared leaves (``beam_pipeline/console.py``, ``beam_pipeline/phases.py``, the ``native_stderr`` and
+``command_console`` packages and the package's own ``__init__``) may be imported from anywhere and import only
+each other.
 
 The trainer's role folders have an order of their own, checked the same way:
 
@@ -37,8 +38,8 @@ import pytest
 
 from conftest import ROOT
 
-PRODUCT_PACKAGES = ("beam_pipeline", "trainer", "native_stderr")
-SHARED_LEAVES = ("native_stderr",)                          # top-level leaf packages both consoles use
+PRODUCT_PACKAGES = ("beam_pipeline", "trainer", "native_stderr", "command_console")
+SHARED_LEAVES = ("native_stderr", "command_console")        # top-level leaf packages both consoles use
 COMMANDS = ("beam_pipeline.__main__", "beam_pipeline.verify", "beam_pipeline.report.__main__")
 LEAVES = ("beam_pipeline", "beam_pipeline.console", "beam_pipeline.phases") + SHARED_LEAVES
 TRAINER_COMMANDS = ("trainer.__main__", "trainer.evaluate", "trainer.serve")
@@ -286,8 +287,8 @@ def _planted(module: str, line: str) -> Dict[str, str]:
      "trainer.serving.predict:{n} imports trainer.serve: trainer serving may not import trainer commands"),
     ("trainer.console", "from trainer.data.artifacts import MANIFEST",
      "trainer.console:{n} imports trainer.data.artifacts: a shared leaf imports only other leaves"),
-    ("native_stderr", "from trainer.data import artifacts",
-     "native_stderr:{n} imports trainer.data.artifacts: a shared leaf imports only other leaves"),
+    ("command_console", "from trainer.data import artifacts",
+     "command_console:{n} imports trainer.data.artifacts: a shared leaf imports only other leaves"),
 ], ids=["io-up-to-launcher", "core-up-to-stages", "stages-to-report", "launcher-up-to-command", "leaf-to-launcher",
         "beam-in-core", "tensorflow-in-core", "trainer-to-pipeline", "product-to-tools", "tft-in-trainer",
         "tfx-bsl-in-trainer", "trainer-data-up-to-models", "trainer-models-up-to-training",
