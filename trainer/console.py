@@ -25,7 +25,7 @@ from typing import Optional
 
 import command_console
 from command_console import DEBUG, DEFAULT_LEVEL, ERROR, INFO, LEVELS, WARNING  # noqa: F401 - the trainer's levels
-from native_stderr import NativeStderrFilter
+from native_stderr import NATIVE_NOISE, NativeStderrFilter  # noqa: F401 - NATIVE_NOISE: the lines it drops
 
 PACKAGE = "trainer"
 QUIET_ENVIRONMENT = command_console.QUIET_ENVIRONMENT     # set in the environment by the quiet levels
