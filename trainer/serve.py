@@ -21,11 +21,12 @@ model refuses (bytes that are not a JPEG or PNG image, an image over its pixel
 limit, a malformed body, more than ``--max_batch`` images) gets HTTP 400 with
 ``{"error": "..."}``; the server goes on serving.
 
-The HTTP server under it (trainer/serving/rest_server.py) is bounded as TensorFlow
-Serving's REST server is, so that hostile or broken clients cannot hold it:
-worker threads (``--max_concurrent``), waiting requests (``--max_queue``, then
-503), connections (``--max_connections``), request bytes (``--max_request_bytes``,
-413 before the body is read) and time (``--request_timeout``).
+The HTTP server under it is uvicorn (trainer/serving/server.py), bounded as TensorFlow
+Serving's REST server is, so that hostile or broken clients cannot hold it: worker
+threads (``--max_concurrent``), waiting requests (``--max_queue``, then 503),
+connections (``--max_connections``), request bytes (``--max_request_bytes``, 413
+before the body is read) and time (``--request_timeout``). The handler is
+trainer/serving/predict.py.
 """
 
 import argparse
@@ -35,7 +36,7 @@ import sys
 
 from trainer import console
 from trainer.serving.predict import ModelService
-from trainer.serving.rest_server import Limits, Server
+from trainer.serving.server import Limits, Server
 
 _LOG = logging.getLogger("trainer.serve")
 
@@ -45,8 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m trainer.serve",
         description="Serve an exported model (python -m trainer's JOB_DIR/export) over HTTP with TensorFlow "
                     "Serving's REST predict API, for trying it out where TensorFlow Serving is not installed. "
-                    "It is bounded as TensorFlow Serving's REST server is: in threads, waiting requests, "
-                    "connections, request bytes and time (docs/training.md, Serving).")
+                    "It runs on uvicorn, bounded as TensorFlow Serving's REST server is: in threads, waiting "
+                    "requests, connections, request bytes and time (docs/training.md, Serving).")
     add = parser.add_argument
     add("--model", required=True, help="The exported SavedModel folder.")
     add("--model_name", default="model", help="NAME in /v1/models/NAME:predict (default model).")
@@ -55,11 +56,13 @@ def build_parser() -> argparse.ArgumentParser:
     add("--max_batch", type=int, default=64, help="Most images accepted in one request (default 64); more get 400.")
     add("--max_request_bytes", type=int, default=Limits.max_request_bytes,
         help=f"Largest request body, in bytes (default {Limits.max_request_bytes:,}, 64 MiB). A request that "
-             "declares more gets HTTP 413 before any of its body is read.")
+             "declares more gets HTTP 413 before any of its body is read; a body must declare its length (a "
+             "chunked one, or a POST without Content-Length, gets 411). Headers are at most 64 KiB (else 431).")
     add("--request_timeout", type=float, default=Limits.request_timeout,
         help=f"Seconds a client has to send a whole request, headers and body, and again to take its response "
              f"(default {Limits.request_timeout:g}, TensorFlow Serving's --rest_api_timeout_in_ms). A slower "
-             "client is dropped (408 when part of a request had come); an idle kept-alive connection is closed.")
+             "client is dropped (408 when part of a request had come); an idle kept-alive connection is closed. The "
+             "time a request waits for a worker, or the model takes, does not count.")
     add("--max_concurrent", type=int, default=Limits.max_concurrent,
         help=f"Requests answered at once, by as many worker threads (default: the number of CPUs, here "
              f"{Limits.max_concurrent}).")

@@ -1,7 +1,7 @@
 """The predict handler of ``python -m trainer.serve``: TensorFlow Serving's REST API on one SavedModel.
 
 Routes, predict requests in the row (``instances``) and columnar (``inputs``) formats, and their answers; a
-request the model refuses is HTTP 400 with ``{"error": ...}``. It owns no socket: trainer/serving/rest_server.py
+request the model refuses is HTTP 400 with ``{"error": ...}``. It owns no socket: trainer/serving/server.py
 calls :meth:`ModelService.handle` on its worker threads. TensorFlow is imported when the model is loaded.
 """
 
@@ -13,7 +13,7 @@ import re
 import time
 from typing import List, Optional, Tuple
 
-from trainer.serving.http_messages import Request, Response
+from trainer.serving.server import Request, Response
 
 _LOG = logging.getLogger("trainer.serve")
 INPUT_NAME = "image_bytes"
@@ -65,7 +65,7 @@ def format_predict_response(outputs: dict, rows: bool) -> dict:
 
 
 class ModelService:
-    """The REST API of one SavedModel: ``handle(Request) -> Response``, called on trainer/serving/rest_server.py's
+    """The REST API of one SavedModel: ``handle(Request) -> Response``, called on trainer/serving/server.py's
     worker threads (several at once: a loaded signature may be called from several threads)."""
 
     def __init__(self, model_dir: str, model_name: str, max_batch: int):
