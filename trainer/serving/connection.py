@@ -23,6 +23,7 @@ import http
 import json
 import logging
 import os
+import socket
 from typing import Optional, Tuple
 
 import h11
@@ -82,6 +83,11 @@ class LimitedH11Protocol(H11Protocol):
     # ----------------------------------------------------------------------
     def connection_made(self, transport) -> None:
         super().connection_made(transport)
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            # What asyncio sets on the sockets it creates itself, not on those accepted from server.py's listener:
+            # without it a response's head and body wait for the client's delayed ACK (40 ms a request).
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.exchange.client = "%s:%d" % self.client[:2] if self.client else "?"
         open_connections = len(self.connections) - 1
         if open_connections >= self.limits.max_connections:
