@@ -327,7 +327,8 @@ def main(argv=None) -> int:
         for server in (servers if repeat % 2 == 0 else servers[::-1]):
             for kind in (("clean", "hostile") if repeat % 2 == 0 else ("hostile", "clean")):
                 log(f"run {len(runs) + 1}: {server} {kind}")
-                runs.append(one_run(kind, export, args, bodies, answers, workdir, len(runs) + 1, server))
+                runs.append({**one_run(kind, export, args, bodies, answers, workdir, len(runs) + 1, server),
+                             "repeat": repeat})
                 _print_run(len(runs), runs[-1])
     return _summary(runs, args, bodies)
 
@@ -341,14 +342,21 @@ def _print_run(number, run) -> None:
 
 
 def _ratios(runs, other: str) -> None:
-    """This version's medians over ``other``'s, per kind of run."""
+    """This version's figures over ``other``'s, per kind of run: the ratio of the two runs of each repeat (taken
+    side by side, under the same load from the machine's other processes), their median and range; then the
+    ratio of the medians."""
     for kind in ("clean", "hostile"):
-        def ratio(key):
-            mine, theirs = ([run[key] for run in runs if run["server"] == server and run["kind"] == kind]
-                            for server in ("this", other))
-            return statistics.median(mine) / statistics.median(theirs)
-        print(f"  this / {other}, {kind:<7}: requests/s {ratio('rps'):.2f}, p50 {ratio('p50'):.2f}, "
-              f"p99 {ratio('p99'):.2f}")
+        def run_of(server, repeat):
+            return next(run for run in runs if (run["server"], run["kind"], run["repeat"]) == (server, kind, repeat))
+        repeats = sorted({run["repeat"] for run in runs})
+        figures = []
+        for key in ("rps", "p50", "p99"):
+            per_repeat = [run_of("this", r)[key] / run_of(other, r)[key] for r in repeats]
+            of_medians = (statistics.median(run_of("this", r)[key] for r in repeats) /
+                          statistics.median(run_of(other, r)[key] for r in repeats))
+            figures.append(f"{key if key != 'rps' else 'requests/s'} {spread(per_repeat, '{:.2f}')} "
+                           f"[of medians {of_medians:.2f}]")
+        print(f"  this / {other}, {kind:<7} per repeat: {'; '.join(figures)}")
 
 
 def _summary(runs, args, bodies) -> int:
