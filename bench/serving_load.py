@@ -8,8 +8,8 @@ What is measured
     photographs) in base64. Every answer is checked against the same model called directly in this
     process (class id equal, probabilities within 1e-5): a wrong or missing answer is counted, and the
     script exits 1 if there is one. Printed per run: requests/s (good requests over the run's wall time),
-    p50 and p99 latency (request sent to answer read), the server's peak RSS (VmHWM), and the cores other
-    processes used meanwhile (this machine is shared).
+    p50 and p99 latency (request sent to answer read), the server's peak RSS (VmHWM) and CPU time per
+    request, and the cores other processes used meanwhile (this machine is shared).
 
     The hostile runs add round(N / 10) hostile clients (at least 1), in a process of their own so that
     their Python does not slow the good clients' timing. Each keeps one slow sender open (a request's
@@ -24,8 +24,10 @@ Against another version
     --baseline DIR runs a second server side by side: ``python -m trainer.serve`` from another checkout
     (e.g. ``git archive main | tar -x -C DIR``), with the same model and limits; --waitress a third, the
     same handler on waitress with waitress's own limits (bench/serving_waitress.py). Every repeat then runs
-    each server, clean and hostile, in an order that turns (reversed on odd repeats), and the summary adds
-    this version's medians over each other server's (requests/s, p50, p99; clean and hostile).
+    the servers one after the other on the clean load, then on the hostile one (both orders reversed on odd
+    repeats), so that the runs compared are next to each other in time, and the summary adds this version's
+    figures over each other server's per repeat (requests/s, p50, p99 and the server's CPU time per request,
+    which the machine's other load moves least), their median and range, and the ratio of the medians.
 
 Model
     A Food-101-layout corpus (images/<class>/<id>.jpg, 4 class folders, --images photographs) through the
@@ -287,7 +289,8 @@ def one_run(kind, export, args, bodies, answers, workdir, number, server="this")
             "p50": _quantile(latencies, 0.50), "p99": _quantile(latencies, 0.99), "rss": rss,
             "wrong": sum(1 for latency, right, _ in results if latency is not None and not right),
             "lost": sum(1 for latency, _, _ in results if latency is None),
-            "planned": args.clients * args.requests, "others": others, "hostile": counts}
+            "planned": args.clients * args.requests, "others": others, "hostile": counts,
+            "cpu": server_cpu / max(1, len(latencies))}
 
 
 def _cpu(pid: int) -> float:
@@ -324,8 +327,8 @@ def main(argv=None) -> int:
     servers = ("this",) + (("baseline",) if args.baseline else ()) + (("waitress",) if args.waitress else ())
     runs = []
     for repeat in range(args.repeats):
-        for server in (servers if repeat % 2 == 0 else servers[::-1]):
-            for kind in (("clean", "hostile") if repeat % 2 == 0 else ("hostile", "clean")):
+        for kind in (("clean", "hostile") if repeat % 2 == 0 else ("hostile", "clean")):
+            for server in (servers if repeat % 2 == 0 else servers[::-1]):
                 log(f"run {len(runs) + 1}: {server} {kind}")
                 runs.append({**one_run(kind, export, args, bodies, answers, workdir, len(runs) + 1, server),
                              "repeat": repeat})
@@ -337,7 +340,7 @@ def _print_run(number, run) -> None:
     hostile = ", ".join(f"{kind} {count}" for kind, count in sorted(run["hostile"].items())) or "-"
     print(f"run {number} {run['server']:<8} {run['kind']:<7}  {run['rps']:6.1f} requests/s  p50 {run['p50'] * 1000:6.1f} ms  "
           f"p99 {run['p99'] * 1000:6.1f} ms  peak RSS {run['rss'] / 2 ** 20:6.0f} MiB  "
-          f"answered {run['requests'] - run['lost']}/{run['planned']}, wrong {run['wrong']}, lost {run['lost']}  "
+          f"server CPU {run['cpu'] * 1000:.0f} ms/request  answered {run['requests'] - run['lost']}/{run['planned']}, wrong {run['wrong']}, lost {run['lost']}  "
           f"other processes {run['others']:.2f} cores  hostile: {hostile}", flush=True)
 
 
@@ -350,11 +353,12 @@ def _ratios(runs, other: str) -> None:
             return next(run for run in runs if (run["server"], run["kind"], run["repeat"]) == (server, kind, repeat))
         repeats = sorted({run["repeat"] for run in runs})
         figures = []
-        for key in ("rps", "p50", "p99"):
+        for key in ("rps", "p50", "p99", "cpu"):
             per_repeat = [run_of("this", r)[key] / run_of(other, r)[key] for r in repeats]
             of_medians = (statistics.median(run_of("this", r)[key] for r in repeats) /
                           statistics.median(run_of(other, r)[key] for r in repeats))
-            figures.append(f"{key if key != 'rps' else 'requests/s'} {spread(per_repeat, '{:.2f}')} "
+            name = {"rps": "requests/s", "cpu": "server CPU/request"}.get(key, key)
+            figures.append(f"{name} {spread(per_repeat, '{:.2f}')} "
                            f"[of medians {of_medians:.2f}]")
         print(f"  this / {other}, {kind:<7} per repeat: {'; '.join(figures)}")
 
