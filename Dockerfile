@@ -25,5 +25,6 @@ COPY setup.py README.md ./
 COPY beam_pipeline beam_pipeline
 COPY trainer trainer
 COPY native_stderr native_stderr
+COPY command_console command_console
 RUN pip install --no-cache-dir --no-deps . \
     && python -m beam_pipeline --help > /dev/null

@@ -1,6 +1,7 @@
 """Packaging for beam_pipeline and trainer.
 
-``pip install .`` installs both packages (and ``native_stderr``, the leaf both consoles use);
+``pip install .`` installs both packages (and ``native_stderr`` and ``command_console``, the leaves both consoles
+use);
 ``--setup_file ./setup.py`` ships them to Dataflow or Flink workers, which install ``install_requires``
 below.
 Exact pins for a launcher or developer machine are in requirements.txt.
@@ -17,7 +18,7 @@ setuptools.setup(
     version="0.1.0",
     description="Raw image corpus -> validated, balanced TFRecord shards (Apache Beam) -> Keras trainer",
     packages=setuptools.find_packages(include=["beam_pipeline", "beam_pipeline.*", "trainer", "trainer.*",
-                                               "native_stderr"]),
+                                               "native_stderr", "command_console"]),
     # The maps shipped with the package (--label_map cityscapes, --color_map camvid, ...): data, not modules.
     package_data={"beam_pipeline.core.masks": ["shipped/*.csv"]},
     python_requires=">=3.11,<3.12",

@@ -19,6 +19,8 @@ process, the DirectRunner's SDK worker processes included:
 
 ``--log_level debug`` (``-v``) does none of this: third-party libraries print
 what they print by default, and the project's debug lines are added.
+What both packages' consoles share (the levels, the quiet process, the line
+format) is the top-level leaf package ``command_console``.
 Only the standard library is imported here, so that :func:`configure` runs
 before Beam or TensorFlow is imported.
 """
@@ -28,21 +30,18 @@ import logging
 import os
 import re
 import sys
-import warnings
 from typing import Optional, Sequence
 
-from native_stderr import NATIVE_NOISE, NativeStderrFilter
+import command_console
+from command_console import DEBUG, DEFAULT_LEVEL, ERROR, INFO, LEVELS, WARNING  # noqa: F401 - the commands' levels
+from native_stderr import NATIVE_NOISE, NativeStderrFilter  # noqa: F401 - NATIVE_NOISE: the lines it drops
 
 PACKAGE = "beam_pipeline"
-DEBUG, INFO, WARNING, ERROR = "debug", "info", "warning", "error"
-LEVELS = (DEBUG, INFO, WARNING, ERROR)
-DEFAULT_LEVEL = INFO
 
 # What the quiet levels set in the environment, unless the user set it: inherited by every worker process.
 QUIET_ENVIRONMENT = {
-    "TF_CPP_MIN_LOG_LEVEL": "2",       # TensorFlow's C++ log: errors only, once its libraries are loaded
-    "GRPC_VERBOSITY": "ERROR",         # gRPC's C core
-    "PYTHONWARNINGS": "ignore",        # warnings printed by third-party imports in the workers
+    **command_console.QUIET_ENVIRONMENT,     # TensorFlow's C++ log (errors only), gRPC's C core
+    "PYTHONWARNINGS": "ignore",              # warnings printed by third-party imports in the workers
 }
 
 # Third-party loggers whose warnings are about the user's own command line (Beam's "Discarding unparseable
@@ -67,9 +66,7 @@ _LOG_LEVEL_HELP = ("How much to print. info (default): the project's progress, w
 
 def add_log_level_arguments(parser) -> None:
     """--log_level and -v, on an argparse parser or a PipelineOptions argument group."""
-    parser.add_argument("--log_level", default=DEFAULT_LEVEL, type=str.lower, choices=LEVELS, help=_LOG_LEVEL_HELP)
-    parser.add_argument("-v", "--verbose", dest="log_level", action="store_const", const=DEBUG,
-                        help="The same as --log_level debug.")
+    command_console.add_log_level_arguments(parser, _LOG_LEVEL_HELP)
 
 
 def level_from_argv(argv: Sequence[str]) -> str:
@@ -108,13 +105,7 @@ def configure(level: str = DEFAULT_LEVEL) -> None:
     SETTINGS.level = level
     SETTINGS.interactive = _is_terminal(sys.stderr)
     if level != DEBUG:
-        for name, value in QUIET_ENVIRONMENT.items():
-            os.environ.setdefault(name, value)
-        warnings.simplefilter("ignore")
-        warnings.filterwarnings("default", module=rf"{PACKAGE}(\.|$)")
-        if SETTINGS.native_filter is None:
-            SETTINGS.native_filter = NativeStderrFilter(NATIVE_NOISE)
-            SETTINGS.native_filter.start()
+        SETTINGS.native_filter = command_console.quiet_process(PACKAGE, QUIET_ENVIRONMENT, SETTINGS.native_filter)
         if not isinstance(sys.stderr, HarnessTracebacksDropped):
             sys.stderr = HarnessTracebacksDropped(sys.stderr)
     _configure_logging(level)
@@ -136,11 +127,7 @@ def progress_display() -> str:
     return "lines"
 
 
-def _is_terminal(stream) -> bool:
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):
-        return False
+_is_terminal = command_console.is_terminal
 
 
 # --------------------------------------------------------------------------
@@ -161,21 +148,11 @@ class CurrentStderrHandler(logging.StreamHandler):
         pass
 
 
-class ConsoleFormatter(logging.Formatter):
-    """On a terminal, ``12:00:05 message`` for the project's lines (``warning:``/``error:`` added when they are not
-    info) and the level and logger name for third-party lines. In a log (not a terminal), every line in
-    logging's classic form, ``2026-01-31 12:00:05,123 INFO logger: message``, which log tools parse."""
+class ConsoleFormatter(command_console.ConsoleFormatter):
+    """command_console's line format for the pipeline's lines (its ``beam_pipeline.*`` loggers)."""
 
     def __init__(self, compact: bool):
-        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S" if compact else None)
-        self._compact = compact
-
-    def formatMessage(self, record: logging.LogRecord) -> str:
-        own = record.name == PACKAGE or record.name.startswith(PACKAGE + ".")
-        if not (self._compact and own):
-            return super().formatMessage(record)
-        level = "" if record.levelno == logging.INFO else f" {record.levelname.lower()}:"
-        return f"{record.asctime}{level} {record.message}"
+        super().__init__(compact, PACKAGE)
 
 
 class OneReportPerError(logging.Filter):
@@ -207,14 +184,9 @@ class HarnessTracebacksDropped:
 
 
 def _configure_logging(level: str) -> None:
-    root = logging.getLogger()
-    for handler in list(root.handlers):
-        root.removeHandler(handler)
     handler = CurrentStderrHandler()
     handler.setFormatter(ConsoleFormatter(compact=SETTINGS.interactive))
-    root.addHandler(handler)
-    root.setLevel(logging.INFO if level == DEBUG else logging.ERROR)
-    logging.getLogger(PACKAGE).setLevel(level.upper())
+    command_console.log_to(handler, PACKAGE, level)
     for name in USER_FACING_LOGGERS:
         logging.getLogger(name).setLevel(logging.WARNING)
     for name in DECODER_LOGGERS:

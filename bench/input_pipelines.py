@@ -159,12 +159,12 @@ class _Messages(logging.Handler):
 def trainer_dataset(spec: dict):
     """(c): the dataset the trainer builds for training, for one input pipeline; and how it decodes."""
     import tensorflow as tf
-    from trainer.artifacts import load_artifacts
-    from trainer.config import TrainConfig
-    from trainer.train import split_dataset
+    from trainer.data.artifacts import load_artifacts
+    from trainer.training.config import TrainConfig
+    from trainer.training.train import split_dataset
     config = TrainConfig(data=spec["shards"], job_dir="unused", global_batch_size=spec["batch_size"],
                          crop=tuple(spec["crop"]), cache="none")
-    # the package's logger: the decoding message comes from trainer/decode.py, whose logger is below it
+    # the package's logger: the decoding message comes from trainer/data/decode.py, whose logger is below it
     messages, logger = _Messages(), logging.getLogger("trainer")
     logger.addHandler(messages)
     logger.setLevel(logging.INFO)

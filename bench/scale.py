@@ -55,7 +55,7 @@ from tools import corpus_copies  # noqa: E402
 
 NUM_CLASSES = 8
 LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) INFO beam_pipeline\.progress: (\w+) +(.*)$")
-FIRST_STEP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) INFO trainer\.verification: first step done")
+FIRST_STEP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) INFO trainer\.data\.verification: first step done")
 TRAINER_ARGS = ["--epochs", "1", "--steps_per_epoch", "1", "--validation_steps", "1", "--global_batch_size", "2",
                 "--crop", "64,64", "--depth", "2", "--width", "8", "--shuffle_buffer", "4",
                 "--bn_recalibration_batches", "0"]

@@ -8,8 +8,8 @@ What is measured
     photographs) in base64. Every answer is checked against the same model called directly in this
     process (class id equal, probabilities within 1e-5): a wrong or missing answer is counted, and the
     script exits 1 if there is one. Printed per run: requests/s (good requests over the run's wall time),
-    p50 and p99 latency (request sent to answer read), the server's peak RSS (VmHWM), and the cores other
-    processes used meanwhile (this machine is shared).
+    p50 and p99 latency (request sent to answer read), the server's peak RSS (VmHWM) and CPU time per
+    request, and the cores other processes used meanwhile (this machine is shared).
 
     The hostile runs add round(N / 10) hostile clients (at least 1), in a process of their own so that
     their Python does not slow the good clients' timing. Each keeps one slow sender open (a request's
@@ -19,6 +19,15 @@ What is measured
     answer. Clean and hostile runs take turns (clean first on even repeats, hostile first on odd ones);
     the medians over --repeats are printed with their range, and the hostile p99 over the clean p99 per
     pair of runs.
+
+Against another version
+    --baseline DIR runs a second server side by side: ``python -m trainer.serve`` from another checkout
+    (e.g. ``git archive main | tar -x -C DIR``), with the same model and limits; --waitress a third, the
+    same handler on waitress with waitress's own limits (bench/serving_waitress.py). Every repeat then runs
+    the servers one after the other on the clean load, then on the hostile one (both orders reversed on odd
+    repeats), so that the runs compared are next to each other in time, and the summary adds this version's
+    figures over each other server's per repeat (requests/s, p50, p99 and the server's CPU time per request,
+    which the machine's other load moves least), their median and range, and the ratio of the medians.
 
 Model
     A Food-101-layout corpus (images/<class>/<id>.jpg, 4 class folders, --images photographs) through the
@@ -31,6 +40,7 @@ Bounds
 
 Run
     .venv/bin/python bench/serving_load.py --clients 16 --requests 25 --repeats 3
+    .venv/bin/python bench/serving_load.py --clients 16 --requests 25 --repeats 3 --baseline /tmp/main_checkout
 """
 
 import argparse
@@ -117,11 +127,17 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_server(export: Path, log_path: Path):
+def start_server(export: Path, log_path: Path, server: str = "this", baseline: str = None):
+    """On a free port: ``python -m trainer.serve`` of this checkout (``this``) or of the one at ``baseline``
+    (``baseline``), or the handler on waitress (``waitress``, bench/serving_waitress.py)."""
     port = free_port()
     handle = log_path.open("w")
-    process = subprocess.Popen([sys.executable, "-m", "trainer.serve", "--model", str(export), "--host", HOST,
-                                "--port", str(port)], cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT)
+    root = Path(baseline) if server == "baseline" else ROOT
+    command = ["bench/serving_waitress.py"] if server == "waitress" else ["-m", "trainer.serve"]
+    environment = {**os.environ, "PYTHONPATH": str(root)}
+    process = subprocess.Popen([sys.executable, *command, "--model", str(export), "--host", HOST,
+                                "--port", str(port)], cwd=root, env=environment, stdout=handle,
+                               stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -229,8 +245,8 @@ def hostile_process(port, clients, body, stop, queue) -> None:
 # --------------------------------------------------------------------------
 # One run
 # --------------------------------------------------------------------------
-def one_run(kind, export, args, bodies, answers, workdir, number):
-    process, port = start_server(export, workdir / f"server_{number}_{kind}.log")
+def one_run(kind, export, args, bodies, answers, workdir, number, server="this"):
+    process, port = start_server(export, workdir / f"server_{number}_{server}_{kind}.log", server, args.baseline)
     try:
         warm = http.client.HTTPConnection(HOST, port, timeout=300)     # the first call traces the model
         warm.request("POST", PREDICT, bodies[0], {"Content-Type": "application/json"})
@@ -269,11 +285,12 @@ def one_run(kind, export, args, bodies, answers, workdir, number):
         except subprocess.TimeoutExpired:
             process.kill()
     latencies = sorted(latency for latency, _, _ in results if latency is not None)
-    return {"kind": kind, "requests": len(results), "seconds": seconds, "rps": len(latencies) / seconds,
+    return {"kind": kind, "server": server, "requests": len(results), "seconds": seconds, "rps": len(latencies) / seconds,
             "p50": _quantile(latencies, 0.50), "p99": _quantile(latencies, 0.99), "rss": rss,
             "wrong": sum(1 for latency, right, _ in results if latency is not None and not right),
             "lost": sum(1 for latency, _, _ in results if latency is None),
-            "planned": args.clients * args.requests, "others": others, "hostile": counts}
+            "planned": args.clients * args.requests, "others": others, "hostile": counts,
+            "cpu": server_cpu / max(1, len(latencies))}
 
 
 def _cpu(pid: int) -> float:
@@ -295,6 +312,10 @@ def main(argv=None) -> int:
     parser.add_argument("--max_seconds", type=float, default=600, help="a run stops issuing requests after this")
     parser.add_argument("--model", default=None, help="a classification export (default: made in --workdir)")
     parser.add_argument("--workdir", default=str(ROOT / "build" / "bench" / "serving_load"))
+    parser.add_argument("--baseline", default=None,
+                        help="a checkout of another version whose trainer.serve runs side by side (its ratios)")
+    parser.add_argument("--waitress", action="store_true",
+                        help="also run the handler on waitress with its own limits (bench/serving_waitress.py)")
     args = parser.parse_args(argv)
     if not (1 <= args.clients <= 64 and 1 <= args.requests <= 2000 and args.repeats >= 1):
         parser.error("--clients must be 1..64, --requests 1..2000, --repeats >= 1")
@@ -303,21 +324,43 @@ def main(argv=None) -> int:
     export = Path(args.model) if args.model else prepare_model(workdir, args.images)
     images, bodies = photographs(workdir, args.images)
     answers = expected_answers(export, images)
+    servers = ("this",) + (("baseline",) if args.baseline else ()) + (("waitress",) if args.waitress else ())
     runs = []
     for repeat in range(args.repeats):
         for kind in (("clean", "hostile") if repeat % 2 == 0 else ("hostile", "clean")):
-            log(f"run {len(runs) + 1}: {kind}")
-            runs.append(one_run(kind, export, args, bodies, answers, workdir, len(runs) + 1))
-            _print_run(len(runs), runs[-1])
+            for server in (servers if repeat % 2 == 0 else servers[::-1]):
+                log(f"run {len(runs) + 1}: {server} {kind}")
+                runs.append({**one_run(kind, export, args, bodies, answers, workdir, len(runs) + 1, server),
+                             "repeat": repeat})
+                _print_run(len(runs), runs[-1])
     return _summary(runs, args, bodies)
 
 
 def _print_run(number, run) -> None:
     hostile = ", ".join(f"{kind} {count}" for kind, count in sorted(run["hostile"].items())) or "-"
-    print(f"run {number} {run['kind']:<7}  {run['rps']:6.1f} requests/s  p50 {run['p50'] * 1000:6.1f} ms  "
+    print(f"run {number} {run['server']:<8} {run['kind']:<7}  {run['rps']:6.1f} requests/s  p50 {run['p50'] * 1000:6.1f} ms  "
           f"p99 {run['p99'] * 1000:6.1f} ms  peak RSS {run['rss'] / 2 ** 20:6.0f} MiB  "
-          f"answered {run['requests'] - run['lost']}/{run['planned']}, wrong {run['wrong']}, lost {run['lost']}  "
+          f"server CPU {run['cpu'] * 1000:.0f} ms/request  answered {run['requests'] - run['lost']}/{run['planned']}, wrong {run['wrong']}, lost {run['lost']}  "
           f"other processes {run['others']:.2f} cores  hostile: {hostile}", flush=True)
+
+
+def _ratios(runs, other: str) -> None:
+    """This version's figures over ``other``'s, per kind of run: the ratio of the two runs of each repeat (taken
+    side by side, under the same load from the machine's other processes), their median and range; then the
+    ratio of the medians."""
+    for kind in ("clean", "hostile"):
+        def run_of(server, repeat):
+            return next(run for run in runs if (run["server"], run["kind"], run["repeat"]) == (server, kind, repeat))
+        repeats = sorted({run["repeat"] for run in runs})
+        figures = []
+        for key in ("rps", "p50", "p99", "cpu"):
+            per_repeat = [run_of("this", r)[key] / run_of(other, r)[key] for r in repeats]
+            of_medians = (statistics.median(run_of("this", r)[key] for r in repeats) /
+                          statistics.median(run_of(other, r)[key] for r in repeats))
+            name = {"rps": "requests/s", "cpu": "server CPU/request"}.get(key, key)
+            figures.append(f"{name} {spread(per_repeat, '{:.2f}')} "
+                           f"[of medians {of_medians:.2f}]")
+        print(f"  this / {other}, {kind:<7} per repeat: {'; '.join(figures)}")
 
 
 def _summary(runs, args, bodies) -> int:
@@ -325,13 +368,17 @@ def _summary(runs, args, bodies) -> int:
     print(f"\n{args.clients} good clients x {args.requests} requests, one 480x360 JPEG photograph a request "
           f"(median body {size:.0f} KiB); hostile runs add {max(1, round(args.clients / 10))} hostile client(s); "
           f"medians (min..max) of {args.repeats} runs each:")
-    for kind in ("clean", "hostile"):
-        mine = [run for run in runs if run["kind"] == kind]
-        print(f"  {kind:<7}  requests/s {spread([r['rps'] for r in mine], '{:.1f}')}  "
+    for server, kind in sorted({(run["server"], run["kind"]) for run in runs}, reverse=True):
+        mine = [run for run in runs if run["kind"] == kind and run["server"] == server]
+        print(f"  {server:<8} {kind:<7}  requests/s {spread([r['rps'] for r in mine], '{:.1f}')}  "
               f"p50 ms {spread([r['p50'] * 1000 for r in mine], '{:.0f}')}  "
               f"p99 ms {spread([r['p99'] * 1000 for r in mine], '{:.0f}')}  "
               f"peak RSS MiB {spread([r['rss'] / 2 ** 20 for r in mine], '{:.0f}')}")
-    pairs = [(runs[i], runs[i + 1]) for i in range(0, len(runs) - 1, 2)]
+    for other in ("baseline", "waitress"):
+        if any(run["server"] == other for run in runs):
+            _ratios(runs, other)
+    runs_here = [run for run in runs if run["server"] == "this"]
+    pairs = [(runs_here[i], runs_here[i + 1]) for i in range(0, len(runs_here) - 1, 2)]
     ratios = [next(r for r in pair if r["kind"] == "hostile")["p99"] / next(r for r in pair if r["kind"] == "clean")["p99"]
               for pair in pairs]
     print(f"  hostile p99 / clean p99, per pair of runs: {', '.join(f'{r:.2f}' for r in ratios)}; "

@@ -56,9 +56,9 @@ def _images_of_size(data: str, height: int, width: int, count: int):
 
 
 def _default_export(data: str, folder: str) -> str:
-    from trainer.artifacts import load_artifacts
-    from trainer.models import ModelConfig, build_model
-    from trainer.export import ServingConfig, export_serving_model
+    from trainer.data.artifacts import load_artifacts
+    from trainer.models.networks import ModelConfig, build_model
+    from trainer.export.signature import ServingConfig, export_serving_model
     artifacts = load_artifacts(data)
     config = ModelConfig()
     model = build_model("segmentation", artifacts.num_classes, config)

@@ -47,7 +47,7 @@ def dataset(args, copies: Path) -> Path:
 
 
 def trainer_config(data: Path, args, sampling: str):
-    from trainer.config import parse_config
+    from trainer.training.config import parse_config
     return parse_config(["--data", str(data), "--job_dir", str(args.workdir / "training_balance" / "job"),
                          "--sampling", sampling, "--global_batch_size", str(args.batch),
                          "--crop", f"{args.crop},{args.crop}", "--no_verify_shards",
@@ -57,7 +57,7 @@ def trainer_config(data: Path, args, sampling: str):
 def steps_per_second(artifacts, config, args) -> float:
     import keras
     import tensorflow as tf
-    from trainer.train import build_compiled_model, split_dataset
+    from trainer.training.train import build_compiled_model, split_dataset
 
     keras.backend.clear_session()
     keras.utils.set_random_seed(config.seed)
@@ -76,10 +76,10 @@ def steps_per_second(artifacts, config, args) -> float:
 def copies_in_batches(artifacts, config, args) -> dict:
     """How often two records of one image share a batch, against a perfect shuffle and against neighbours."""
     import tensorflow as tf
-    from trainer.balance import RepeatCounts, class_repeat_factors, threshold_for
-    from trainer.data import record_stream, shard_for_pipeline
-    from trainer.decode import SOURCE_ID
-    from trainer.train import input_config_for
+    from trainer.data.balance import RepeatCounts, class_repeat_factors, threshold_for
+    from trainer.data.input import record_stream, shard_for_pipeline
+    from trainer.data.decode import SOURCE_ID
+    from trainer.training.train import input_config_for
 
     def source_of(serialized):
         return tf.io.parse_single_example(serialized, {SOURCE_ID: tf.io.FixedLenFeature([], tf.string)})[SOURCE_ID]
@@ -136,7 +136,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         parser.error("--epochs must be at least 2: the first is not counted")
     data = dataset(args, pair_copies(args.workdir, args.pairs))
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    from trainer.artifacts import load_artifacts
+    from trainer.data.artifacts import load_artifacts
     artifacts = load_artifacts(str(data))
     rates: dict[str, list[float]] = {"shards": [], "repeat_factor": []}
     for repeat in range(args.repeats):

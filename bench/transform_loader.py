@@ -2,10 +2,10 @@
 
 Two measurements, each new against old in the same run:
 
-- ``trainer``: the batches ``trainer.data.make_dataset`` gives for training (the pipeline's train shards,
+- ``trainer``: the batches ``trainer.data.input.make_dataset`` gives for training (the pipeline's train shards,
   shuffled records, decoding, class-uniform crops, normalisation, augmentation, batch), its Decoder given
-  ``trainer.transform_graph.TransformGraph`` (new) or ``tft.TFTransformOutput``'s Keras layer (old, what
-  trainer/decode.py used before). It decodes directly after checking one record against the graph, so the
+  ``trainer.data.transform_graph.TransformGraph`` (new) or ``tft.TFTransformOutput``'s Keras layer (old, what
+  trainer/data/decode.py used before). It decodes directly after checking one record against the graph, so the
   graph's cost is in its start-up and that record.
 - ``graph``: every record decoded through the graph itself (what the Decoder falls back to, and what the
   served model runs): serialized Example -> the graph's normalised image and mask, no batching.
@@ -34,10 +34,10 @@ from common import ROOT, log, positive, spread
 CHILD = """
 import json, resource, sys, time
 import tensorflow as tf
-from trainer.artifacts import load_artifacts
-from trainer.data import InputConfig, make_dataset
-from trainer.decode import Decoder
-from trainer.transform_graph import TransformGraph
+from trainer.data.artifacts import load_artifacts
+from trainer.data.input import InputConfig, make_dataset
+from trainer.data.decode import Decoder
+from trainer.data.transform_graph import TransformGraph
 
 data, loader, mode, warmup, elements = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
 artifacts = load_artifacts(data)

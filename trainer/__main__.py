@@ -6,14 +6,14 @@ from trainer import console
 
 
 def main(argv=None) -> int:
-    from trainer.config import parse_config
+    from trainer.training.config import parse_config
     config = parse_config(argv)
     console.configure(config.log_level)         # before TensorFlow is imported
-    from trainer.artifacts import ArtifactError
-    from trainer.backbones import ModelError
-    from trainer.strategy import StrategyError
-    from trainer.train import train
-    from trainer.transform_graph import TransformGraphError
+    from trainer.data.artifacts import ArtifactError
+    from trainer.models.backbones import ModelError
+    from trainer.training.strategy import StrategyError
+    from trainer.training.train import train
+    from trainer.data.transform_graph import TransformGraphError
     try:
         result = train(config)
     except (ArtifactError, ModelError, StrategyError, TransformGraphError) as error:

@@ -9,35 +9,27 @@ and the final summary. Third-party noise is kept out:
 - Python warnings and the third-party loggers (tensorflow, absl, keras) below ERROR;
 - lines written to file descriptor 2 by native code, which no log level
   reaches: TensorFlow's C++ start-up notices are written while its shared
-  libraries load, before TF_CPP_MIN_LOG_LEVEL applies (:class:`NativeStderrFilter`).
+  libraries load, before TF_CPP_MIN_LOG_LEVEL applies (``native_stderr``).
 
-``--log_level debug`` (``-v``) does none of this. The pipeline's
-beam_pipeline/console.py does the same for its processes; the native filter
-is the top-level package ``native_stderr``, a leaf with no dependencies, so
-the two packages share it and still import nothing of each other (they are
-coupled through artifacts only).
+``--log_level debug`` (``-v``) does none of this. What the two packages' consoles
+share (the levels, the quiet process, the line format) is the top-level leaf
+package ``command_console``, which beam_pipeline/console.py uses too: the two
+packages still import nothing of each other (they are coupled through artifacts only).
 Only the standard library is imported here, so that :func:`configure` runs
 before TensorFlow is imported.
 """
 
 import logging
-import os
 import sys
-import warnings
 from typing import Optional
 
-from native_stderr import NATIVE_NOISE, NativeStderrFilter
+import command_console
+from command_console import DEBUG, DEFAULT_LEVEL, ERROR, INFO, LEVELS, WARNING  # noqa: F401 - the trainer's levels
+from native_stderr import NATIVE_NOISE, NativeStderrFilter  # noqa: F401 - NATIVE_NOISE: the lines it drops
 
 PACKAGE = "trainer"
-DEBUG, INFO, WARNING, ERROR = "debug", "info", "warning", "error"
-LEVELS = (DEBUG, INFO, WARNING, ERROR)
-DEFAULT_LEVEL = INFO
-
-# Set in the environment by the quiet levels unless the user set them.
-QUIET_ENVIRONMENT = {
-    "TF_CPP_MIN_LOG_LEVEL": "2",       # TensorFlow's C++ log: errors only, once its libraries are loaded
-    "GRPC_VERBOSITY": "ERROR",         # gRPC's C core (multi-worker and TPU strategies talk gRPC)
-}
+QUIET_ENVIRONMENT = command_console.QUIET_ENVIRONMENT     # set in the environment by the quiet levels
+THIRD_PARTY_LOGGERS = ("tensorflow", "absl", "keras")      # they set a level of their own; quiet keeps the root's
 
 _LOG_LEVEL_HELP = ("How much to print. info (default): the command's own lines (and Keras's line per epoch when "
                    "training), warnings, errors and the summary; TensorFlow's, absl's and gRPC's start-up notices "
@@ -47,51 +39,20 @@ _LOG_LEVEL_HELP = ("How much to print. info (default): the command's own lines (
 
 def add_log_level_arguments(parser) -> None:
     """--log_level and -v on the trainer's argparse parser."""
-    parser.add_argument("--log_level", default=DEFAULT_LEVEL, type=str.lower, choices=LEVELS, help=_LOG_LEVEL_HELP)
-    parser.add_argument("-v", "--verbose", dest="log_level", action="store_const", const=DEBUG,
-                        help="The same as --log_level debug.")
+    command_console.add_log_level_arguments(parser, _LOG_LEVEL_HELP)
 
 
-_NATIVE_FILTER: Optional["NativeStderrFilter"] = None
+_NATIVE_FILTER: Optional[NativeStderrFilter] = None
 
 
 def configure(level: str = DEFAULT_LEVEL) -> None:
     """Set up this process for ``level``; call it before TensorFlow is imported."""
     global _NATIVE_FILTER
-    interactive = sys.stderr.isatty()
+    compact = command_console.is_terminal(sys.stderr)    # before the native filter takes descriptor 2
     if level != DEBUG:
-        for name, value in QUIET_ENVIRONMENT.items():
-            os.environ.setdefault(name, value)
-        warnings.simplefilter("ignore")
-        warnings.filterwarnings("default", module=rf"{PACKAGE}(\.|$)")
-        if _NATIVE_FILTER is None:
-            _NATIVE_FILTER = NativeStderrFilter(NATIVE_NOISE)
-            _NATIVE_FILTER.start()
-    root = logging.getLogger()
-    for handler in list(root.handlers):
-        root.removeHandler(handler)
+        _NATIVE_FILTER = command_console.quiet_process(PACKAGE, QUIET_ENVIRONMENT, _NATIVE_FILTER)
     handler = logging.StreamHandler(sys.stderr)     # the filter's sys.stderr, when there is one
-    handler.setFormatter(ConsoleFormatter(compact=interactive))
-    root.addHandler(handler)
-    root.setLevel(logging.INFO if level == DEBUG else logging.ERROR)
-    logging.getLogger(PACKAGE).setLevel(level.upper())
-    # TensorFlow and absl give their loggers a level of their own; quiet keeps them at the root's.
-    for name in ("tensorflow", "absl", "keras"):
+    handler.setFormatter(command_console.ConsoleFormatter(compact, PACKAGE))
+    command_console.log_to(handler, PACKAGE, level)
+    for name in THIRD_PARTY_LOGGERS:
         logging.getLogger(name).setLevel(logging.NOTSET if level == DEBUG else logging.ERROR)
-
-
-class ConsoleFormatter(logging.Formatter):
-    """On a terminal, ``12:00:05 message`` for the trainer's lines (``warning:``/``error:`` added when they are not
-    info) and the level and logger name for third-party lines. In a log (not a terminal), every line in
-    logging's classic form, ``2026-01-31 12:00:05,123 INFO logger: message``, which log tools parse."""
-
-    def __init__(self, compact: bool):
-        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S" if compact else None)
-        self._compact = compact
-
-    def formatMessage(self, record: logging.LogRecord) -> str:
-        own = record.name == PACKAGE or record.name.startswith(PACKAGE + ".")
-        if not (self._compact and own):
-            return super().formatMessage(record)
-        level = "" if record.levelno == logging.INFO else f" {record.levelname.lower()}:"
-        return f"{record.asctime}{level} {record.message}"

@@ -41,7 +41,7 @@ class ExpandTrainFn(beam.DoFn):
         else:
             factors = repeat_factors(stats, self._spec.threshold)
             factor = image_repeat_factor(pair.present_classes, factors)
-            if self._spec.method == "training":        # the trainer repeats it (trainer/balance.py)
+            if self._spec.method == "training":        # the trainer repeats it (trainer/data/balance.py)
                 yield dataclasses.replace(pair, repeat_factor=factor)
             elif self._spec.method == "strata":
                 yield dataclasses.replace(pair, stratum=rarest_class(pair.present_classes, factors),

@@ -49,7 +49,7 @@ def raw_feature_spec(task: str, num_classes: int) -> dict:
 
 def _decode_rgb(encoded):
     """uint8 [H, W, 3]; JPEG with the accurate integer IDCT, the pixels validation summarised (the trainer's
-    ``trainer.decode.decode_image`` decodes the same way; ``decode_image`` would use the fast IDCT)."""
+    ``trainer.data.decode.decode_image`` decodes the same way; ``decode_image`` would use the fast IDCT)."""
     return tf.cond(tf.io.is_jpeg(encoded),
                    lambda: tf.io.decode_jpeg(encoded, channels=3, dct_method="INTEGER_ACCURATE"),
                    lambda: tf.io.decode_image(encoded, channels=3, expand_animations=False))

@@ -113,7 +113,7 @@ def test_trainer_quiet_and_verbose(segmentation_run, tmp_path):
     out, _ = segmentation_run
     quiet = run_module("trainer", "--data", out, "--job_dir", tmp_path / "quiet", *TINY_TRAINING)
     assert noise_in(output(quiet)) == [], output(quiet)[-5000:]
-    assert re.search(r"INFO trainer\.train: strategy: ", quiet.stderr)
+    assert re.search(r"INFO trainer\.training\.train: strategy: ", quiet.stderr)
     assert quiet.stdout.strip().splitlines()[-1].startswith("trained 1 epoch(s)")
     third_party = [line for line in quiet.stderr.splitlines()
                    if line.strip() and not re.match(r"\S+ \S+ (INFO|WARNING|ERROR) trainer[.:]", line)]

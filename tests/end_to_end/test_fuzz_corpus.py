@@ -38,8 +38,8 @@ from PIL import Image
 
 from conftest import ROOT, dataset_dir
 from tools.mutations import mutated_files
-from trainer.artifacts import load_artifacts
-from trainer.decode import Decoder
+from trainer.data.artifacts import load_artifacts
+from trainer.data.decode import Decoder
 
 RUN_TIMEOUT_S = 1500            # a run that takes longer has hung
 MAX_FILE_BYTES = 4_000_000      # Pillow's few larger test files add minutes and no new case

@@ -148,8 +148,8 @@ class Kill:
 
 def reader_error(out: Path) -> Optional[str]:
     """What the trainer (a reader) makes of the output: None when it loads and verifies a dataset."""
-    from trainer.artifacts import ArtifactError, load_artifacts
-    from trainer.verification import verify_all
+    from trainer.data.artifacts import ArtifactError, load_artifacts
+    from trainer.data.verification import verify_all
     try:
         verify_all(load_artifacts(str(out)))
     except ArtifactError as error:
@@ -401,7 +401,7 @@ KINDS = {   # a file of each kind the manifest lists, by what it is
 
 
 # The kinds whose size grows with the dataset: the trainer checks their digests while it trains
-# (trainer/verification.py); the others before its first step.
+# (trainer/data/verification.py); the others before its first step.
 CHECKED_WHILE_TRAINING = ("shard", "rejects", "class index")
 
 
@@ -435,9 +435,9 @@ def test_every_published_file_is_listed_with_its_digest(reference):
 
 def test_a_flipped_byte_in_each_kind_of_file_is_caught_by_verify_and_by_the_trainer(copy_of_reference, tmp_path,
                                                                                    capsys):
-    from trainer.artifacts import ArtifactError
-    from trainer.config import TrainConfig
-    from trainer.train import train
+    from trainer.data.artifacts import ArtifactError
+    from trainer.training.config import TrainConfig
+    from trainer.training.train import train
     out = copy_of_reference
     files = manifest_of(out)["files"]
     for kind, pick in KINDS.items():

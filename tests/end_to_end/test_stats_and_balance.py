@@ -17,7 +17,7 @@ import tensorflow_transform as tft
 from PIL import Image
 
 from conftest import NUM_CLASSES, dataset_dir, run_cli
-from trainer.decode import decode_image
+from trainer.data.decode import decode_image
 
 RAREST = 7
 EXPECTED_TRAIN = {

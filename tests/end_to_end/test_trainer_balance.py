@@ -1,4 +1,4 @@
-"""Class balancing at training time (trainer/balance.py) on the sample corpus's default output (--balance training):
+"""Class balancing at training time (trainer/data/balance.py) on the sample corpus's default output (--balance training):
 the shards hold each image once and the trainer repeats each record per epoch by its LVIS repeat factor.
 
 Expected values come from the records' own class pixel counts and the formula r_c = max(1, sqrt(t / f_c)) computed
@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from trainer.artifacts import load_artifacts
-from trainer.balance import RepeatCounts, class_repeat_factors, repeat_counts
-from trainer.config import TrainConfig
-from trainer.data import InputConfig, live_records, make_dataset, shard_for_pipeline
-from trainer.train import steps_for_one_pass
+from trainer.data.artifacts import load_artifacts
+from trainer.data.balance import RepeatCounts, class_repeat_factors, repeat_counts
+from trainer.training.config import TrainConfig
+from trainer.data.input import InputConfig, live_records, make_dataset, shard_for_pipeline
+from trainer.training.train import steps_for_one_pass
 
 EPOCHS = 150
 SPEC = {"image/source_id": tf.io.FixedLenFeature([], tf.string),

@@ -10,12 +10,12 @@ import pytest
 import tensorflow as tf
 
 from conftest import NUM_CLASSES
-from trainer.artifacts import ArtifactError, load_artifacts
-from trainer.verification import verify_all
-import trainer.data
-import trainer.decode
-from trainer.data import InputConfig, make_dataset, shard_for_pipeline
-from trainer.decode import Decoder
+from trainer.data.artifacts import ArtifactError, load_artifacts
+from trainer.data.verification import verify_all
+import trainer.data.input
+import trainer.data.decode
+from trainer.data.input import InputConfig, make_dataset, shard_for_pipeline
+from trainer.data.decode import Decoder
 
 IGNORE = 255
 
@@ -105,7 +105,7 @@ def test_decoding_directly_gives_the_tf_transform_graphs_values(artifacts, monke
     first = next(iter(tf.data.TFRecordDataset(artifacts.shard_paths("val")).take(1)))
     assert Decoder(artifacts, probe=first).direct
     direct = _evaluation_batches(artifacts, crop)
-    monkeypatch.setattr(trainer.data, "_first_record", lambda files: None)   # no probe: through the graph
+    monkeypatch.setattr(trainer.data.input, "_first_record", lambda files: None)   # no probe: through the graph
     through_graph = _evaluation_batches(artifacts, crop)
     assert len(direct) == len(through_graph)
     for (images, masks), (graph_images, graph_masks) in zip(direct, through_graph):
@@ -118,9 +118,9 @@ def test_a_graph_that_normalises_otherwise_is_used_as_it_is(artifacts, monkeypat
         mean, std = graph_normalisation(transformed)
         return mean + 1.0, std
 
-    graph_normalisation = trainer.decode.graph_normalisation
+    graph_normalisation = trainer.data.decode.graph_normalisation
     first = next(iter(tf.data.TFRecordDataset(artifacts.shard_paths("val")).take(1)))
-    monkeypatch.setattr(trainer.decode, "graph_normalisation", shifted)
+    monkeypatch.setattr(trainer.data.decode, "graph_normalisation", shifted)
     decoder = Decoder(artifacts, probe=first)
     assert not decoder.direct
     assert "decoding through the graph" in caplog.text
@@ -152,7 +152,7 @@ def test_class_uniform_crops_find_the_rare_class_more_often(artifacts):
     def share(mode):
         tf.random.set_seed(7)
         config = InputConfig(crop=(48, 48), crop_sampling=mode, augment=False)
-        parse = trainer.data.Parser(config, artifacts.task, artifacts.ignore_label, True, decoder.normalise)
+        parse = trainer.data.input.Parser(config, artifacts.task, artifacts.ignore_label, True, decoder.normalise)
         return np.mean([(parse(example)[1].numpy() == rarest).any()
                         for example in examples for _ in range(crops_per_image)])
 
@@ -165,7 +165,7 @@ def test_class_uniform_crops_find_the_rare_class_more_often(artifacts):
 def test_trainer_never_imports_apache_beam():
     import subprocess
     import sys
-    code = ("import sys, trainer.artifacts, trainer.data, trainer.decode, trainer.export, trainer.evaluate; "
+    code = ("import sys, trainer.data.artifacts, trainer.data.input, trainer.data.decode, trainer.export.signature, trainer.evaluate; "
             "assert not [m for m in sys.modules if m.startswith('apache_beam')], 'apache_beam imported'")
     completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert completed.returncode == 0, completed.stderr[-2000:]

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from conftest import ROOT, free_port
-from trainer.models import ModelConfig, backbone_of, build_model
+from trainer.models.networks import ModelConfig, backbone_of, build_model
 from trainer_jobs import _train
 
 SERVE_SIZES = """

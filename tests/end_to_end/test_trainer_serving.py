@@ -104,7 +104,7 @@ def test_a_batch_of_three_sizes_gives_each_image_its_own_class_map_in_a_fresh_pr
 
 def _in_process_class_map(job_dir, pixels, mean, std, pad_mode="symmetric"):
     """The trained Keras model (last checkpoint) on pixels normalised with stats.json and padded with numpy."""
-    from trainer.models import ModelConfig, build_model
+    from trainer.models.networks import ModelConfig, build_model
     model = build_model("segmentation", NUM_CLASSES, ModelConfig(depth=SEGMENTATION["depth"],
                                                                  width=SEGMENTATION["width"]))
     model.load_weights(str(sorted((job_dir / "checkpoints").glob("epoch-*.weights.h5"))[-1]))

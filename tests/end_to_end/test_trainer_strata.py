@@ -21,9 +21,9 @@ def strata_run(segmentation_strata_run):
 
 
 def test_strata_sampling_follows_the_manifest_weights(strata_run, tmp_path):
-    from trainer.artifacts import load_artifacts
-    from trainer.config import TrainConfig
-    from trainer.train import split_dataset
+    from trainer.data.artifacts import load_artifacts
+    from trainer.training.config import TrainConfig
+    from trainer.training.train import split_dataset
 
     manifest = json.loads((strata_run / "manifest.json").read_text())
     factors = manifest["balance"]["class_repeat_factors"]

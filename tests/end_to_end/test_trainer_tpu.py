@@ -15,8 +15,8 @@ import pytest
 import tensorflow as tf
 
 from conftest import ROOT, free_port, wait_for_port
-from trainer.cluster import StrategyError, local_tpu_chips, tpu_address
-from trainer.strategy import choose_strategy
+from trainer.training.cluster import StrategyError, local_tpu_chips, tpu_address
+from trainer.training.strategy import choose_strategy
 
 NO_TPU_ENV = ("TPU_NAME", "KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS", "TPU_CONFIG", "TF_CONFIG")
 
@@ -114,7 +114,7 @@ def test_auto_falls_back_when_the_tpu_in_the_environment_does_not_answer(no_tpu_
     # TF itself would wait for minutes on an address where nothing listens.
     address = template.format(closed=free_port())
     monkeypatch.setenv(variable, address)
-    with caplog.at_level(logging.INFO, logger="trainer.strategy"):
+    with caplog.at_level(logging.INFO, logger="trainer.training.strategy"):
         strategy, why = choose_strategy("auto")
     assert strategy is tf.distribute.get_strategy()
     assert why == "auto: 0 GPU(s), no TPU, one worker: default strategy"
@@ -191,7 +191,7 @@ def test_the_readme_tpu_command_off_a_tpu_and_a_tf_server_without_tpus(segmentat
 def test_a_tensorflow_without_tpu_kernels_is_named(no_tpu_env):
     """What TF itself raises when it is asked for a TPU it has no kernels for (PyPI's tensorflow wheel; on a
     TPU VM, the wrong build) is said in one line, not TF's page-long kernel listing."""
-    from trainer.strategy import _tpu_detail
+    from trainer.training.strategy import _tpu_detail
     resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu="local")
     with pytest.raises(tf.errors.OpError) as error:
         tf.tpu.experimental.initialize_tpu_system(resolver)

@@ -94,9 +94,9 @@ def test_a_killed_run_resumes_from_the_saved_epoch(segmentation_run, tmp_path):
 
 
 def test_an_epoch_is_one_pass_over_the_train_records_by_default():
-    from trainer.artifacts import Artifacts
-    from trainer.config import parse_config
-    from trainer.train import steps_for_one_pass
+    from trainer.data.artifacts import Artifacts
+    from trainer.training.config import parse_config
+    from trainer.training.train import steps_for_one_pass
     artifacts = Artifacts(root="unused", manifest={"splits": {"train": {"num_examples": 233}}})
     assert steps_for_one_pass(artifacts, 8) == 30            # 29 full batches and one of 1 example
     assert steps_for_one_pass(artifacts, 233) == 1

@@ -13,10 +13,10 @@ import pytest
 import tensorflow as tf
 
 from beam_pipeline.core.example import frame_record
-from trainer.artifacts import ArtifactError, load_artifacts
-from trainer.config import TrainConfig
-from trainer.train import train
-from trainer.verification import BackgroundVerifier, check_before_training, verified_record
+from trainer.data.artifacts import ArtifactError, load_artifacts
+from trainer.training.config import TrainConfig
+from trainer.training.train import train
+from trainer.data.verification import BackgroundVerifier, check_before_training, verified_record
 
 TINY = dict(epochs=1, steps_per_epoch=1, crop=(32, 32), depth=2, width=8, global_batch_size=2,
             shuffle_buffer=4, bn_recalibration_batches=0)

@@ -17,7 +17,7 @@ import pytest
 import tensorflow as tf
 
 from conftest import ROOT, free_port, stop_process_group, wait_for_port
-from trainer.artifacts import load_artifacts
+from trainer.data.artifacts import load_artifacts
 
 BLOCKED = ("tensorflow_transform", "tfx_bsl")
 BLOCKING_RUNNER = """

@@ -1,4 +1,4 @@
-"""trainer/transform_graph.py against tf.Transform itself, on graphs the pipeline and tf.Transform wrote.
+"""trainer/data/transform_graph.py against tf.Transform itself, on graphs the pipeline and tf.Transform wrote.
 
 The loader must give what ``tft.TFTransformOutput`` gives (this test may import tf.Transform; the trainer may
 not), array for array, on the shards of both tasks; and a graph it cannot run must stop the trainer in one
@@ -17,8 +17,8 @@ import pytest
 import tensorflow as tf
 
 from conftest import ROOT
-from trainer.artifacts import load_artifacts
-from trainer.transform_graph import TransformGraph, TransformGraphError
+from trainer.data.artifacts import load_artifacts
+from trainer.data.transform_graph import TransformGraph, TransformGraphError
 
 WRITE_GRAPHS = """
 import sys, tempfile

@@ -156,9 +156,9 @@ def test_compact_all_gives_the_fresh_runs_shards(versioned, corpus, tmp_path):
 def test_the_trainer_reads_exactly_the_live_records(versioned):
     """An unbalanced pass of the trainer's input over each split, and what trainer.evaluate reads, skip the deleted
     records: the fresh run's records, no more."""
-    from trainer.artifacts import load_artifacts
-    from trainer.data import live_records as trainer_records
-    from trainer.data import shard_for_pipeline
+    from trainer.data.artifacts import load_artifacts
+    from trainer.data.input import live_records as trainer_records
+    from trainer.data.input import shard_for_pipeline
     out, reference = versioned
     expected = live_records(reference)
     artifacts = load_artifacts(str(out))

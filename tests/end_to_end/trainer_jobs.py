@@ -23,8 +23,8 @@ import tensorflow as tf
 logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-from trainer.config import parse_config
-from trainer.train import train
+from trainer.training.config import parse_config
+from trainer.training.train import train
 result = train(parse_config(sys.argv[1:]))
 print("RESULT " + json.dumps({"history": result["history"], "export": result["export"],
                               "strategy": result["strategy"]}))

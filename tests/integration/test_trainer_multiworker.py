@@ -147,7 +147,7 @@ def test_both_workers_end_with_identical_weights(two_workers):
     assert not different, different
 
     # The weights really trained on data: the moving means started at zero.
-    from trainer.models import ModelConfig, build_model
+    from trainer.models.networks import ModelConfig, build_model
     model = build_model("segmentation", NUM_CLASSES,
                         ModelConfig(name="unet", depth=DEPTH, width=WIDTH, sync_batch_norm=True))
     model.load_weights(str(paths[0]))

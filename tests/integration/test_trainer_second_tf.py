@@ -27,7 +27,7 @@ import pytest
 import tensorflow as tf
 
 from conftest import ROOT, free_port, stop_process_group, wait_for_port
-from trainer.artifacts import load_artifacts
+from trainer.data.artifacts import load_artifacts
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "end_to_end"))   # the trained models the trainer's tests share
 from trainer_jobs import segmentation_job  # noqa: E402
@@ -40,9 +40,9 @@ ARRAYS = """
 import sys
 import numpy as np
 import tensorflow as tf
-from trainer.artifacts import load_artifacts
-from trainer.decode import Decoder
-from trainer.transform_graph import TransformGraph
+from trainer.data.artifacts import load_artifacts
+from trainer.data.decode import Decoder
+from trainer.data.transform_graph import TransformGraph
 
 arrays = {}
 for task, root in zip(sys.argv[2::2], sys.argv[3::2]):

@@ -16,7 +16,7 @@ from typing import Dict, Set
 from conftest import ROOT
 
 DOC = Path(ROOT, "docs", "architecture.md")
-PACKAGES = ("beam_pipeline", "trainer", "native_stderr")
+PACKAGES = ("beam_pipeline", "trainer", "native_stderr", "command_console")
 _NAME = re.compile(r"`([^`]+)`")
 
 

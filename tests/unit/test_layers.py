@@ -9,8 +9,18 @@ The order, from the top (each layer may import the layers after it, never one be
     io         beam_pipeline/io/
     core       beam_pipeline/core/
 
-Shared leaves (``beam_pipeline/console.py``, ``beam_pipeline/phases.py``, the ``native_stderr`` package and
-the package's own ``__init__``) may be imported from anywhere and import only each other. Every import
+Shared leaves (``beam_pipeline/console.py``, ``beam_pipeline/phases.py``, the ``native_stderr`` and
+``command_console`` packages and the package's own ``__init__``) may be imported from anywhere and import only
+each other.
+
+The trainer's role folders have an order of their own, checked the same way:
+
+    commands            trainer/__main__.py, evaluate.py, serve.py
+    serving, training   trainer/serving/, trainer/training/          (one rank: neither imports the other)
+    export, evaluation  trainer/export/, trainer/evaluation/         (training validates with evaluation's metrics)
+    models, data        trainer/models/, trainer/data/
+
+with ``trainer/console.py`` and ``trainer/__init__.py`` its leaves. Every import
 counts, the ones inside functions too: a lazy import still makes the modules depend on each other.
 ``trainer/`` imports neither ``beam_pipeline``, ``apache_beam``, ``tensorflow_transform`` nor ``tfx_bsl`` (coupled through the
 artifacts), and no product module imports the test-data tools or the benchmarks.
@@ -28,20 +38,26 @@ import pytest
 
 from conftest import ROOT
 
-PRODUCT_PACKAGES = ("beam_pipeline", "trainer", "native_stderr")
+PRODUCT_PACKAGES = ("beam_pipeline", "trainer", "native_stderr", "command_console")
+SHARED_LEAVES = ("native_stderr", "command_console")        # top-level leaf packages both consoles use
 COMMANDS = ("beam_pipeline.__main__", "beam_pipeline.verify", "beam_pipeline.report.__main__")
-LEAVES = ("beam_pipeline", "beam_pipeline.console", "beam_pipeline.phases", "native_stderr")
+LEAVES = ("beam_pipeline", "beam_pipeline.console", "beam_pipeline.phases") + SHARED_LEAVES
+TRAINER_COMMANDS = ("trainer.__main__", "trainer.evaluate", "trainer.serve")
+TRAINER_LEAVES = ("trainer", "trainer.console")
 # (layer, module prefix, rank): a module may import a module of the same layer, of a higher rank, or a leaf.
 LAYERS = (("launcher", "beam_pipeline.launcher", 1), ("stages", "beam_pipeline.stages", 2),
           ("report", "beam_pipeline.report", 2), ("io", "beam_pipeline.io", 3), ("core", "beam_pipeline.core", 4))
+TRAINER_LAYERS = (("serving", "trainer.serving", 1), ("training", "trainer.training", 1),
+                  ("export", "trainer.export", 2), ("evaluation", "trainer.evaluation", 2),
+                  ("models", "trainer.models", 3), ("data", "trainer.data", 3))
 COMMANDS_RANK = 0
 CORE_FORBIDDEN = ("apache_beam", "tensorflow", "tensorflow_transform", "tfx_bsl", "tensorflow_metadata", "keras")
 # The trainer reads the artifacts with TensorFlow alone: its own install (requirements-trainer.txt) has no Beam,
-# no tf.Transform and no tfx-bsl (trainer/transform_graph.py loads the transform graph).
+# no tf.Transform and no tfx-bsl (trainer/data/transform_graph.py loads the transform graph).
 TRAINER_FORBIDDEN = ("apache_beam", "beam_pipeline", "tools", "bench", "tensorflow_transform", "tfx_bsl")
 PRODUCT_FORBIDDEN = ("tools", "bench", "tests", "conftest")
 MAX_LINES = 400       # a smoke alarm, not a target: a module holds one concern whole, and one this long is read again
-LINE_LIMITED = ("beam_pipeline", "trainer", "tools", "native_stderr", "bench")
+LINE_LIMITED = ("beam_pipeline", "trainer", "tools", "bench") + SHARED_LEAVES
 
 
 def product_sources(root: str = ROOT) -> Dict[str, str]:
@@ -84,11 +100,18 @@ def imports_of(module: str, source: str, sources: Dict[str, str]) -> List[Tuple[
 
 
 def layer_of(module: str) -> Optional[Tuple[str, int]]:
-    """``(layer, rank)`` of a beam_pipeline module; None for leaves and modules of other packages."""
+    """``(layer, rank)`` of a beam_pipeline or trainer module; None for leaves and modules of other packages.
+    The trainer's layers are named ``trainer <layer>``: the two orders never meet (neither package imports
+    the other)."""
     if module in COMMANDS:
         return "commands", COMMANDS_RANK
-    if module in LEAVES or module.startswith("native_stderr."):
+    if module in TRAINER_COMMANDS:
+        return "trainer commands", COMMANDS_RANK
+    if module in LEAVES + TRAINER_LEAVES or _within(module, SHARED_LEAVES):
         return None
+    for layer, prefix, rank in TRAINER_LAYERS:
+        if _within(module, (prefix,)):
+            return f"trainer {layer}", rank
     for layer, prefix, rank in LAYERS:
         if module == prefix or module.startswith(prefix + "."):
             return layer, rank
@@ -118,15 +141,17 @@ def layer_violations(sources: Dict[str, str]) -> List[str]:
                 problems.append(f"{where}: core/ is pure: no apache_beam, no tensorflow")
             if target not in sources:
                 continue                        # a third-party or standard-library module
-            is_leaf = layer_of(module) is None and _within(module, ("beam_pipeline", "native_stderr"))
-            if is_leaf and _top(module) == _top(target) == "beam_pipeline" and layer_of(target) is not None:
+            is_leaf = layer_of(module) is None and _within(module, ("beam_pipeline", "trainer"))
+            if (is_leaf and _top(module) == _top(target) and layer_of(target) is not None) or (
+                    _within(module, SHARED_LEAVES) and not _within(target, SHARED_LEAVES)):
                 problems.append(f"{where}: a shared leaf imports only other leaves")
             mine, theirs = layer_of(module), layer_of(target)
             if mine is None or theirs is None or mine[0] == theirs[0]:
                 continue
             if theirs[1] <= mine[1]:
-                problems.append(f"{where}: {mine[0]} may not import {theirs[0]} (the order is commands -> "
-                                "launcher -> stages, report -> io -> core)")
+                order = ("commands -> serving, training -> export, evaluation -> models, data" if
+                         _top(module) == "trainer" else "commands -> launcher -> stages, report -> io -> core")
+                problems.append(f"{where}: {mine[0]} may not import {theirs[0]} (the order is {order})")
     return problems
 
 
@@ -184,6 +209,18 @@ def test_the_tree_has_the_expected_folders():
             and not _is_package(name, sources)} == set(COMMANDS[:2]) | set(LEAVES[1:3])
 
 
+def test_the_trainer_has_its_role_folders_and_only_commands_and_leaves_beside_them():
+    sources = product_sources()
+    for _, prefix, _ in TRAINER_LAYERS:
+        assert prefix in sources, f"{prefix} is missing or has no __init__.py"
+        assert ast.get_docstring(ast.parse(sources[prefix])), f"{prefix}/__init__.py says what the folder owns"
+    top = {name for name in sources if name.startswith("trainer.") and name.count(".") == 1
+           and not _is_package(name, sources)}
+    assert top == set(TRAINER_COMMANDS) | set(TRAINER_LEAVES[1:])
+    assert {name for name in sources if _top(name) == "trainer" and name not in TRAINER_LEAVES
+            and layer_of(name) is None} == set()      # every trainer module is in a layer, or a leaf
+
+
 def test_no_import_circle():
     assert import_circles(product_sources()) == []
 
@@ -226,17 +263,37 @@ def _planted(module: str, line: str) -> Dict[str, str]:
      "beam_pipeline.core.hashing:{n} imports apache_beam: core/ is pure: no apache_beam, no tensorflow"),
     ("beam_pipeline.core.masks", "import tensorflow as tf",
      "beam_pipeline.core.masks:{n} imports tensorflow: core/ is pure: no apache_beam, no tensorflow"),
-    ("trainer.data", "from beam_pipeline.core import features",
-     "trainer.data:{n} imports beam_pipeline.core.features: the trainer reads artifacts"),
+    ("trainer.data.input", "from beam_pipeline.core import features",
+     "trainer.data.input:{n} imports beam_pipeline.core.features: the trainer reads artifacts"),
     ("beam_pipeline.stages.validate", "from tools.sample_corpus import write_corpus",
      "beam_pipeline.stages.validate:{n} imports tools.sample_corpus: the pipeline never imports the trainer"),
-    ("trainer.decode", "import tensorflow_transform as tft",
-     "trainer.decode:{n} imports tensorflow_transform: the trainer reads artifacts"),
-    ("trainer.export", "from tfx_bsl.public import tfxio",
-     "trainer.export:{n} imports tfx_bsl.public: the trainer reads artifacts"),
+    ("trainer.data.decode", "import tensorflow_transform as tft",
+     "trainer.data.decode:{n} imports tensorflow_transform: the trainer reads artifacts"),
+    ("trainer.export.signature", "from tfx_bsl.public import tfxio",
+     "trainer.export.signature:{n} imports tfx_bsl.public: the trainer reads artifacts"),
+    ("trainer.data.decode", "from trainer.models.networks import build_model",
+     "trainer.data.decode:{n} imports trainer.models.networks: trainer data may not import trainer models"),
+    ("trainer.models.losses", "from trainer.training import strategy",
+     "trainer.models.losses:{n} imports trainer.training.strategy: trainer models may not import trainer training"),
+    ("trainer.evaluation.metrics", "from trainer.training.validation import WholeImageValidation",
+     "trainer.evaluation.metrics:{n} imports trainer.training.validation: trainer evaluation may not import "
+     "trainer training"),
+    ("trainer.training.train", "from trainer.serving.predict import ModelService",
+     "trainer.training.train:{n} imports trainer.serving.predict: trainer training may not import trainer serving"),
+    ("trainer.export.signature", "from trainer.evaluation import metrics",
+     "trainer.export.signature:{n} imports trainer.evaluation.metrics: trainer export may not import trainer "
+     "evaluation"),
+    ("trainer.serving.predict", "import trainer.serve",
+     "trainer.serving.predict:{n} imports trainer.serve: trainer serving may not import trainer commands"),
+    ("trainer.console", "from trainer.data.artifacts import MANIFEST",
+     "trainer.console:{n} imports trainer.data.artifacts: a shared leaf imports only other leaves"),
+    ("command_console", "from trainer.data import artifacts",
+     "command_console:{n} imports trainer.data.artifacts: a shared leaf imports only other leaves"),
 ], ids=["io-up-to-launcher", "core-up-to-stages", "stages-to-report", "launcher-up-to-command", "leaf-to-launcher",
         "beam-in-core", "tensorflow-in-core", "trainer-to-pipeline", "product-to-tools", "tft-in-trainer",
-        "tfx-bsl-in-trainer"])
+        "tfx-bsl-in-trainer", "trainer-data-up-to-models", "trainer-models-up-to-training",
+        "trainer-evaluation-up-to-training", "trainer-training-to-serving", "trainer-export-to-evaluation",
+        "trainer-serving-up-to-command", "trainer-leaf-to-data", "shared-leaf-to-trainer"])
 def test_a_planted_import_against_the_rules_is_found(module, line, expected):
     sources = _planted(module, line)
     planted_line = sources[module].count("\n") - 0
@@ -249,6 +306,11 @@ def test_a_planted_circle_is_found():
     sources["beam_pipeline.io.streams"] += "\n\ndef _back():\n    from beam_pipeline.io import listing\n"
     assert import_circles(sources) == [["beam_pipeline.io.listing", "beam_pipeline.io.streams"]]
     assert layer_violations(sources) == []          # a circle within one layer is still a circle
+
+
+def test_a_planted_trainer_circle_is_found():
+    sources = _planted("trainer.data.decode", "from trainer.data import balance")
+    assert import_circles(sources) == [["trainer.data.balance", "trainer.data.decode"]]
 
 
 def test_the_checker_resolves_submodules_and_names():

@@ -223,8 +223,8 @@ def pipeline_launch_checks(argv: List[str], where: str) -> None:
 
 def trainer_checks(argv: List[str], env: Dict[str, str], where: str) -> None:
     """``python -m trainer ARGV`` with ``env``: the trainer's parser, and TF_CONFIG against its cluster rules."""
-    from trainer.config import parse_config
-    from trainer.cluster import StrategyError, cluster_from_tf_config, pick_strategy
+    from trainer.training.config import parse_config
+    from trainer.training.cluster import StrategyError, cluster_from_tf_config, pick_strategy
 
     config = _parse(lambda: parse_config(argv), where)
     if config is None:                                  # --help
@@ -360,7 +360,7 @@ def check_vertex_job(block: Block) -> str:
 
 def _check_vertex_cluster(pools, where: str) -> None:
     """Every task of the TF_CONFIG that Vertex AI derives from the pools is one the trainer runs in."""
-    from trainer.cluster import StrategyError, cluster_from_tf_config
+    from trainer.training.cluster import StrategyError, cluster_from_tf_config
 
     cluster = {job: [f"{job}-{i}:2222" for i in range(int(pool.get("replicaCount", 1)))]
                for job, pool in zip(VERTEX_JOBS, pools) if job != "evaluator"}

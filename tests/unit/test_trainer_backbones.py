@@ -1,4 +1,4 @@
-"""Pretrained encoders (trainer/backbones.py, trainer/models.py, trainer/fine_tuning.py) on hand-made inputs.
+"""Pretrained encoders (trainer/models/backbones.py, trainer/models/networks.py, trainer/models/fine_tuning.py) on hand-made inputs.
 
 Expected values come from the published preprocessing rules and Adam's first step written out here, not
 from the code under test. Weights files are saved by the tests (nothing is downloaded).
@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 import keras
-from trainer.backbones import BackbonePreprocessing, ModelError, build_backbone, feature_layers, feature_model
-from trainer.fine_tuning import BackboneAdam
-from trainer.models import ModelConfig, backbone_of, build_model, input_multiple
+from trainer.models.backbones import BackbonePreprocessing, ModelError, build_backbone, feature_layers, feature_model
+from trainer.models.fine_tuning import BackboneAdam
+from trainer.models.networks import ModelConfig, backbone_of, build_model, input_multiple
 
 REQUIRED = ("MobileNetV2", "ResNet50", "EfficientNetV2S")
 

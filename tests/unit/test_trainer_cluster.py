@@ -11,8 +11,8 @@ import json
 import pytest
 import tensorflow as tf
 
-from trainer.cluster import Cluster, StrategyError, cluster_from_tf_config, pick_strategy
-from trainer.strategy import choose_strategy, worker_dir
+from trainer.training.cluster import Cluster, StrategyError, cluster_from_tf_config, pick_strategy
+from trainer.training.strategy import choose_strategy, worker_dir
 
 
 def tf_config(cluster, task_type=None, index=0, **extra):

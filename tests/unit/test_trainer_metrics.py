@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from trainer.metrics import (classification_report, format_segmentation_table, per_class_iou,
+from trainer.evaluation.metrics import (classification_report, format_segmentation_table, per_class_iou,
                              segmentation_report)
-from trainer.padding import mirror_pad, pad_for_network, padded_extent
+from trainer.data.padding import mirror_pad, pad_for_network, padded_extent
 
 
 def test_segmentation_figures_hand_worked():

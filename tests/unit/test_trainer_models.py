@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from trainer.losses import IgnoringMeanIoU, masked_loss
-from trainer.models import ModelConfig, build_model
+from trainer.models.losses import IgnoringMeanIoU, masked_loss
+from trainer.models.networks import ModelConfig, build_model
 
 
 def test_unet_output_shape_and_float32_head_under_mixed_precision():
@@ -77,7 +77,7 @@ def test_mean_iou_skips_the_ignore_label():
 
 
 def test_recalibrated_batch_norm_statistics_average_the_batches():
-    from trainer.batch_norm import RecalibrateBatchNorm
+    from trainer.training.batch_norm import RecalibrateBatchNorm
     momentum, batches = 0.9, 4
     model = keras.Sequential([keras.Input((3, 3, 2)), keras.layers.BatchNormalization(momentum=momentum)])
     rng = np.random.default_rng(0)

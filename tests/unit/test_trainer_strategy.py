@@ -5,8 +5,8 @@ import json
 import pytest
 import tensorflow as tf
 
-import trainer.strategy
-from trainer.strategy import StrategyError, choose_strategy, mixed_precision_policy
+import trainer.training.strategy
+from trainer.training.strategy import StrategyError, choose_strategy, mixed_precision_policy
 
 
 def no_tpu(address):
@@ -38,7 +38,7 @@ def test_auto_picks_multi_worker_from_tf_config_before_gpus(monkeypatch):
     config = {"cluster": {"worker": ["localhost:1", "localhost:2"]}, "task": {"type": "worker", "index": 0}}
     monkeypatch.setenv("TF_CONFIG", json.dumps(config))
     # Only the decision is checked: building the strategy would start a server.
-    monkeypatch.setattr(trainer.strategy, "MultiWorkerStrategy", lambda: "multi-worker")
+    monkeypatch.setattr(trainer.training.strategy, "MultiWorkerStrategy", lambda: "multi-worker")
     strategy, why = choose_strategy("auto", connect_tpu=no_tpu)
     assert strategy == "multi-worker" and "2 workers" in why
 

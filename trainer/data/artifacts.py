@@ -6,7 +6,7 @@ The trainer never imports apache_beam: this module reads files only (through
 (``data_dir``, e.g. ``runs/<run_id>/``) that holds stats.json, the shards it
 names (in that folder, or in an earlier run's that the version keeps: every
 path of a format-3 manifest is relative to the output folder), and the
-tf.Transform output (``transform_dir``). trainer/verification.py checks
+tf.Transform output (``transform_dir``). trainer/data/verification.py checks
 the files the manifest lists against their sizes and SHA-256.
 """
 
@@ -38,7 +38,7 @@ class Artifacts:
 
     @functools.cached_property
     def stats(self) -> Optional[dict]:
-        """stats.json, read when first needed (after trainer/verification.py has checked it); None without it."""
+        """stats.json, read when first needed (after trainer/data/verification.py has checked it); None without it."""
         path = posixpath.join(self.data_dir, STATS)
         if not tf.io.gfile.exists(path):
             return None

@@ -1,6 +1,6 @@
 """The trainer's tf.data input pipeline over the pipeline's shards.
 
-Decoding (raw Example -> image, mask and sample points: trainer/decode.py) is
+Decoding (raw Example -> image, mask and sample points: trainer/data/decode.py) is
 kept apart from training-time parsing (crops, augmentation, normalisation,
 here), as in Model Garden's segmentation input. Shape of the elements after
 each stage is noted in comments.
@@ -12,10 +12,10 @@ from typing import Mapping, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
-from trainer.artifacts import Artifacts
-from trainer.balance import repeat_counts
-from trainer.decode import REPEAT_COPY, Decoder
-from trainer.padding import pad_for_network, pad_labels
+from trainer.data.artifacts import Artifacts
+from trainer.data.balance import repeat_counts
+from trainer.data.decode import REPEAT_COPY, Decoder
+from trainer.data.padding import pad_for_network, pad_labels
 
 _LOG = logging.getLogger(__name__)
 
@@ -230,8 +230,8 @@ def record_stream(shard: PipelineShard, config: InputConfig, training: bool = Tr
 def make_dataset(artifacts: Artifacts, split: str, config: InputConfig, training: bool = True,
                  shard: Optional[PipelineShard] = None, graph=None, counts=None) -> tf.data.Dataset:
     """Batches of (image, mask) or (image, label) read from the split's shards (or from ``shard`` only);
-    ``graph``: the transform graph to decode with (default: trainer.transform_graph's, see Decoder).
-    ``counts`` (trainer.balance.RepeatCounts): repeat each record that many times per epoch (--sampling
+    ``graph``: the transform graph to decode with (default: trainer.data.transform_graph's, see Decoder).
+    ``counts`` (trainer.data.balance.RepeatCounts): repeat each record that many times per epoch (--sampling
     repeat_factor); the copies are shuffled after repeating, so that they rarely share a batch."""
     shard = shard or shard_for_pipeline(artifacts.shard_paths(split), deleted=artifacts.deleted(split))
     dataset = record_stream(shard, config, training, counts)
@@ -264,7 +264,7 @@ def make_whole_image_dataset(artifacts: Artifacts, split: str, batch_size: int, 
 
     Segmentation: (image float32 [B, H, W, 3], mask int32 [B, H, W]) at full resolution, each image mirrored
     at the bottom and right to sides that are multiples of ``multiple`` exactly as serving pads it
-    (``trainer.padding``), its mask padded with the ignore label. A batch holds images of one padded size
+    (``trainer.data.padding``), its mask padded with the ignore label. A batch holds images of one padded size
     only, so an image's logits do not depend on the other images of its batch. Classification:
     (image [B, h, w, 3] resized to ``image_size`` as in training and serving, label int32 [B]).
     """

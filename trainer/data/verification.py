@@ -31,7 +31,7 @@ from typing import Callable, Dict, Iterable, List, Optional
 import keras
 import tensorflow as tf
 
-from trainer.artifacts import MANIFEST, ArtifactError, Artifacts, file_sha256
+from trainer.data.artifacts import MANIFEST, ArtifactError, Artifacts, file_sha256
 
 _LOG = logging.getLogger(__name__)
 VERIFIED_DIR = "verified"

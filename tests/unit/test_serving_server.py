@@ -1,10 +1,10 @@
-"""trainer/rest_server.py in this process, on localhost, with an application whose requests wait at a gate the
-test opens: which request is answered, dropped or refused does not depend on how fast a model is.
+"""trainer/serving/server.py (uvicorn with the project's limits) in this process, on localhost, with an
+application whose requests wait at a gate the test opens: which request is answered, dropped or refused does
+not depend on how fast a model is.
 
 The hostile cases against the real ``python -m trainer.serve`` are in tests/end_to_end/test_trainer_serving_limits.py;
 these are the ones only a gate makes deterministic: a client that hangs up while its request waits for the
-worker, or while the worker answers it, and an application that raises.
-"""
+worker, or while the worker answers it, and an application that raises."""
 
 import logging
 import socket
@@ -14,8 +14,7 @@ import time
 
 import pytest
 
-from trainer.http_messages import Response
-from trainer.rest_server import Limits, Server
+from trainer.serving.server import Limits, Response, Server
 
 
 class GatedApp:

@@ -4,13 +4,13 @@ Keras's own validation would run on patch crops, batched at one fixed size, and
 with ``validation_steps=None`` on a dataset of unknown length it ends every
 pass with "Your input ran out of data". This callback instead runs, after each
 epoch, over every image of the val split once, at full resolution, padded the
-way serving pads (``trainer.data.make_whole_image_dataset``), with the model in
+way serving pads (``trainer.data.input.make_whole_image_dataset``), with the model in
 inference mode (batch-norm moving statistics), and writes into the epoch's logs:
 
 - ``val_loss``: the training loss (same class weights) averaged over the images;
 - segmentation: ``val_mean_iou`` (over the classes present in the val labels),
   ``val_pixel_accuracy`` and ``val_frequency_weighted_iou``, from one confusion
-  matrix over all labelled val pixels (``trainer.metrics``);
+  matrix over all labelled val pixels (``trainer.evaluation.metrics``);
 - classification: ``val_accuracy``, ``val_top5``.
 
 It must come before the other callbacks, so that CSVLogger, TensorBoard and
@@ -27,7 +27,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from trainer.metrics import classification_report, format_segmentation_table, per_class_iou, segmentation_report
+from trainer.evaluation.metrics import classification_report, format_segmentation_table, per_class_iou, segmentation_report
 
 _LOG = logging.getLogger(__name__)
 

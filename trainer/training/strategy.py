@@ -1,7 +1,7 @@
 """Choosing the tf.distribute strategy: one factory, clear errors, and a logged reason.
 
 The decisions (which cluster, which strategy, which TPU address) are pure functions in
-:mod:`trainer.cluster`; this module builds the strategy they name and answers who writes ``--job_dir``.
+:mod:`trainer.training.cluster`; this module builds the strategy they name and answers who writes ``--job_dir``.
 """
 
 import logging
@@ -12,7 +12,7 @@ from typing import Callable, Optional, Tuple
 
 import tensorflow as tf
 
-from trainer.cluster import (STRATEGIES, TPU_NAME_VARIABLES, StrategyError, is_chief_task, local_tpu_chips,
+from trainer.training.cluster import (STRATEGIES, TPU_NAME_VARIABLES, StrategyError, is_chief_task, local_tpu_chips,
                              pick_strategy, tf_config_cluster, tpu_address)
 
 _LOG = logging.getLogger(__name__)

@@ -10,7 +10,7 @@ A backbone is built without its top for inputs of any size, with ``--weights``:
 - ``none``: random initial weights (training from scratch).
 
 The model takes what the trainer feeds it, pixels normalised by the dataset's mean and std (the
-tf.Transform graph's values, trainer/decode.py). :class:`BackbonePreprocessing` undoes that inside the
+tf.Transform graph's values, trainer/data/decode.py). :class:`BackbonePreprocessing` undoes that inside the
 model and applies the backbone's own ``preprocess_input`` (MobileNetV2: [-1, 1]; ResNet: BGR less the
 ImageNet means; EfficientNetV2: its own rescaling layer, inside the application), so a served model still
 takes raw image bytes.

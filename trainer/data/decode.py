@@ -1,6 +1,6 @@
 """Decoding the pipeline's records: raw serialized Example -> image, mask (or label) and sample points.
 
-Kept apart from training-time parsing (trainer/data.py: crops, augmentation,
+Kept apart from training-time parsing (trainer/data/input.py: crops, augmentation,
 normalisation), as in Model Garden's segmentation input. The values are those
 of the tf.Transform graph the pipeline wrote (see ``Decoder``).
 """
@@ -11,8 +11,8 @@ from typing import Tuple
 import numpy as np
 import tensorflow as tf
 
-from trainer.artifacts import ArtifactError, Artifacts
-from trainer.transform_graph import TransformGraph
+from trainer.data.artifacts import ArtifactError, Artifacts
+from trainer.data.transform_graph import TransformGraph
 
 _LOG = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ def graph_normalisation(transformed) -> Tuple[tf.Tensor, tf.Tensor]:
 
 def dataset_normalisation(artifacts: Artifacts) -> Tuple[Tuple[float, ...], Tuple[float, ...]]:
     """The graph's per-channel mean and std, from its outputs on the first train record: what a model with a
-    pretrained encoder undoes before the encoder's own preprocessing (trainer/backbones.py)."""
+    pretrained encoder undoes before the encoder's own preprocessing (trainer/models/backbones.py)."""
     graph = TransformGraph(artifacts.transform_dir)
     missing = {STATS_MEAN, STATS_STD} - set(graph.output_names)
     if missing:

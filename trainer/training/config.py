@@ -30,7 +30,7 @@ class TrainConfig:
     bn_recalibration_batches: int = 20          # Batch norm statistics re-estimated on this many batches per epoch.
     class_weights: str = "median_freq"
     loss: str = "ce"
-    sampling: str = "auto"                      # auto | shards | repeat_factor | strata (trainer/balance.py)
+    sampling: str = "auto"                      # auto | shards | repeat_factor | strata (trainer/data/balance.py)
     balance_threshold: Optional[float] = None   # LVIS threshold t of repeat_factor; None: the manifest's
     crop_sampling: str = "class_uniform"
     shuffle_buffer: int = 256                   # Decoded examples (whole images) held for shuffling.

@@ -8,7 +8,7 @@ share of train images that hold class ``c`` (stats.json: the pipeline's exact st
 RepeatFactorTrainingSampler does over indices. An epoch holds ``sum(r)`` records in expectation.
 
 The factors are a pure function of stats.json (:func:`class_repeat_factors`); :func:`repeat_counts` is the one
-tf.data step that repeats records. A shuffle after it spreads the copies (trainer/data.py).
+tf.data step that repeats records. A shuffle after it spreads the copies (trainer/data/input.py).
 """
 
 import math
@@ -16,7 +16,7 @@ from typing import Optional, Sequence
 
 import tensorflow as tf
 
-from trainer.decode import CLASS_LABEL, CLASS_PIXELS, SOURCE_ID
+from trainer.data.decode import CLASS_LABEL, CLASS_PIXELS, SOURCE_ID
 
 HASH_BUCKETS = 2 ** 31
 

@@ -12,19 +12,19 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from trainer.artifacts import ArtifactError, Artifacts, load_artifacts
-from trainer.batch_norm import RecalibrateBatchNorm
-from trainer.config import TrainConfig
-from trainer.balance import RepeatCounts, class_repeat_factors, records_per_epoch, sampling_for, threshold_for
-from trainer.data import InputConfig, PipelineShard, make_dataset, make_whole_image_dataset, shard_for_pipeline
-from trainer.export import ServingConfig, export_serving_model
-from trainer.losses import IgnoringMeanIoU, masked_loss
-from trainer.decode import dataset_normalisation
-from trainer.fine_tuning import BackboneAdam, FreezeBackbone
-from trainer.models import ModelConfig, backbone_of, build_model, input_multiple
-from trainer.strategy import choose_strategy, is_chief, mixed_precision_policy, worker_dir
-from trainer.validation import WholeImageValidation
-from trainer.verification import (BackgroundVerifier, StopOnDamagedFile, check_before_training, relative_to_data_dir,
+from trainer.data.artifacts import ArtifactError, Artifacts, load_artifacts
+from trainer.training.batch_norm import RecalibrateBatchNorm
+from trainer.training.config import TrainConfig
+from trainer.data.balance import RepeatCounts, class_repeat_factors, records_per_epoch, sampling_for, threshold_for
+from trainer.data.input import InputConfig, PipelineShard, make_dataset, make_whole_image_dataset, shard_for_pipeline
+from trainer.export.signature import ServingConfig, export_serving_model
+from trainer.models.losses import IgnoringMeanIoU, masked_loss
+from trainer.data.decode import dataset_normalisation
+from trainer.models.fine_tuning import BackboneAdam, FreezeBackbone
+from trainer.models.networks import ModelConfig, backbone_of, build_model, input_multiple
+from trainer.training.strategy import choose_strategy, is_chief, mixed_precision_policy, worker_dir
+from trainer.training.validation import WholeImageValidation
+from trainer.data.verification import (BackgroundVerifier, StopOnDamagedFile, check_before_training, relative_to_data_dir,
                                   verified_record)
 
 _LOG = logging.getLogger(__name__)
@@ -104,7 +104,7 @@ def model_config(artifacts: Artifacts, config: TrainConfig, task: str, sync_batc
 def build_compiled_model(artifacts: Artifacts, config: TrainConfig, task: str,
                          sync_batch_norm: bool = False) -> keras.Model:
     """The model, compiled; one with a pretrained encoder gets BackboneAdam, built for every variable, and its
-    encoder frozen when --freeze_backbone_epochs asks (trainer/fine_tuning.py)."""
+    encoder frozen when --freeze_backbone_epochs asks (trainer/models/fine_tuning.py)."""
     model = build_model(task, artifacts.num_classes, model_config(artifacts, config, task, sync_batch_norm),
                         input_shape=(*config.crop, 3))
     backbone = backbone_of(model)
@@ -128,7 +128,7 @@ def build_compiled_model(artifacts: Artifacts, config: TrainConfig, task: str,
 
 
 def network_multiple(config: TrainConfig, task: str) -> int:
-    """What the sides of a segmentation input must be multiples of (trainer.models.input_multiple)."""
+    """What the sides of a segmentation input must be multiples of (trainer.models.networks.input_multiple)."""
     name = config.model if config.model != "auto" else ("unet" if task == "segmentation" else "cnn")
     return input_multiple(task, ModelConfig(name=name, depth=config.depth, backbone=config.backbone))
 
@@ -191,7 +191,7 @@ def _verify_in_background(artifacts: Artifacts, unverified: List[str], read: Dic
                           record, chief: bool) -> BackgroundVerifier:
     """The check of the digests left after the first check (started after the first step): the shards this process reads, and on the
     chief also every file no worker reads in training (the other splits' shards, the files that grow
-    with the dataset), so that each file is checked by one process (trainer/verification.py)."""
+    with the dataset), so that each file is checked by one process (trainer/data/verification.py)."""
     mine = set(relative_to_data_dir(artifacts, [f for parts in read.values() for part in parts for f in part.files]))
     if chief:
         train_shards = set(relative_to_data_dir(artifacts, artifacts.shard_paths("train")))

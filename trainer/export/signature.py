@@ -6,7 +6,7 @@ works. Each image is decoded and normalised by the pipeline's tf.Transform
 graph (the same values training used), then:
 
 - segmentation: mirrored at the bottom and right to the sides the U-Net needs
-  (``trainer.padding``), run through the network on its own, and its class map
+  (``trainer.data.padding``), run through the network on its own, and its class map
   cropped back to the image. Outputs:
     ``class_map``     int32 [N, H_max, W_max]: image i's class map is
                       ``class_map[i, :height[i], :width[i]]``; every other
@@ -29,10 +29,10 @@ from typing import Tuple
 import keras
 import tensorflow as tf
 
-from trainer.padding import pad_for_network
-from trainer.transform_graph import TransformGraph
+from trainer.data.padding import pad_for_network
+from trainer.data.transform_graph import TransformGraph
 
-_LOG = logging.getLogger("trainer.serving")    # the name it had as trainer/serving.py
+_LOG = logging.getLogger(__name__)
 INPUT_NAME = "image_bytes"
 PADDING_CLASS = -1                       # class_map entries outside an image's own height x width
 IMAGE_ENCODED = "image/encoded"          # the raw feature of the tf.Transform graph that holds the bytes
@@ -166,7 +166,7 @@ class ServingModule(tf.Module):
 
         def one(args):
             flat, shape = args
-            return tf.image.resize(tf.reshape(flat, shape), size)      # as trainer.data.Parser does
+            return tf.image.resize(tf.reshape(flat, shape), size)      # as trainer.data.input.Parser does
 
         images = tf.map_fn(one, (pixels, shapes), fn_output_signature=tf.TensorSpec(size + [3], tf.float32))
         logits = tf.cast(self.model(images, training=False), tf.float32)

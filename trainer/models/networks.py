@@ -2,7 +2,7 @@
 
 The U-Net is trained from scratch, or has a keras.applications encoder (``backbone``); DeepLabV3+ (Chen
 et al. 2018) always has one. A pretrained encoder gets its own preprocessing inside the model
-(trainer/backbones.py), so every model takes the pixels the trainer feeds and the served model applies:
+(trainer/models/backbones.py), so every model takes the pixels the trainer feeds and the served model applies:
 normalised by the dataset's mean and std.
 
 Every head ends in a float32 layer, so they stay numerically safe under a
@@ -17,7 +17,7 @@ from typing import Optional, Tuple
 import keras
 import tensorflow as tf
 
-from trainer.backbones import BackbonePreprocessing, ModelError, build_backbone, feature_model
+from trainer.models.backbones import BackbonePreprocessing, ModelError, build_backbone, feature_model
 
 BACKBONE_LAYER = "backbone"        # the encoder's name in the model: its variables get --backbone_learning_rate
 

@@ -1,6 +1,6 @@
 """Where this process trains: the cluster from ``TF_CONFIG`` and the TPU chips of this machine.
 
-Pure decisions, without TensorFlow: :mod:`trainer.strategy` builds the strategy they name. Vertex AI
+Pure decisions, without TensorFlow: :mod:`trainer.training.strategy` builds the strategy they name. Vertex AI
 names worker pool 0 (one replica) ``chief``, pool 1 ``worker``, pool 2 ``ps`` and pool 3 ``evaluator``;
 a cluster written by hand often has workers only. Chief and workers all train under
 MultiWorkerMirroredStrategy; the chief (worker 0 when there is no chief) owns ``--job_dir``.

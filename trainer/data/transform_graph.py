@@ -17,7 +17,7 @@ is refused with one line that names the cause (:class:`TransformGraphError`):
   struct2tensor, ...) or of a newer TensorFlow. tf.Transform imports such packages when it loads a graph;
   this module does not.
 
-A leaf: it imports TensorFlow only (trainer/decode.py and trainer/export.py use it).
+A leaf: it imports TensorFlow only (trainer/data/decode.py and trainer/export/signature.py use it).
 """
 
 import posixpath
