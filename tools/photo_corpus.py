@@ -39,6 +39,7 @@ import concurrent.futures
 import csv
 import dataclasses
 import io
+import multiprocessing
 import os
 import shutil
 import sys
@@ -201,7 +202,10 @@ def write_photo_corpus(out, pairs: int, seed: int = 0, options: PhotoOptions = P
         (tmp / folder).mkdir(parents=True)
     chunks = [list(range(start, min(start + 50, pairs))) for start in range(0, pairs, 50)]
     if workers > 1:
-        with concurrent.futures.ProcessPoolExecutor(max_workers=workers) as pool:
+        # spawned, not forked: a caller that has started threads (TensorFlow's, a test process's) can leave a lock
+        # held in a forked child, which then hangs
+        with concurrent.futures.ProcessPoolExecutor(max_workers=workers,
+                                                    mp_context=multiprocessing.get_context("spawn")) as pool:
             for future in [pool.submit(_write_pairs, str(tmp), chunk, seed, options) for chunk in chunks]:
                 future.result()
     else:

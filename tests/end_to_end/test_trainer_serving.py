@@ -174,8 +174,10 @@ def test_rest_server_answers_a_batch_and_refuses_bad_requests_without_dying(job,
 
         truncated = paths[1].read_bytes()[:len(paths[1].read_bytes()) // 3]
         refused = [
-            ({"instances": [good[0], _b64(b"plain text, not an image")]}, "not JPEG or PNG images:] [1]"),
-            ({"instances": [_b64(_png_header_claiming(20000, 20000))]}, "over the served limit"),
+            ({"instances": [good[0], _b64(b"plain text, not an image")]},
+             "entry 1 (0-based) of the request is not a JPEG or PNG image"),
+            ({"instances": [_b64(_png_header_claiming(20000, 20000))]},
+             "entry 0 is 20000x20000 (400,000,000 pixels), over the served limit"),
             ({"instances": [_b64(truncated)]}, "JPEG"),
             ({"instances": [{"b64": "***"}]}, "base64"),
             ({"images": good}, '"instances" or "inputs"'),

@@ -273,7 +273,7 @@ def _png_header_claiming(height, width) -> bytes:
 @pytest.mark.parametrize("body, status, reason", [
     (b'{"instances": [', 400, "the request body is not JSON"),
     (b'{"instances": [{"b64": "***"}]}', 400, "an image is not valid base64"),
-    (predict_body(b"plain text, not an image"), 400, "are not JPEG or PNG images"),
+    (predict_body(b"plain text, not an image"), 400, "entry 0 (0-based) of the request is not a JPEG or PNG image"),
     (predict_body(_png_header_claiming(20000, 20000)), 400, "over the served limit"),
     (predict_body(small_png(), small_png(), small_png()), 400, "3 images in one request; this server takes at most 2"),
     (b'{"images": []}', 400, 'either "instances" or "inputs"'),

@@ -55,8 +55,12 @@ def test_a_missing_or_resized_file_is_found_before_the_first_step(copy, tmp_path
     with pytest.raises(ArtifactError, match="bytes, manifest.json says"):
         check_before_training(artifacts, None)
     shard.unlink()
-    with pytest.raises(ArtifactError, match="is listed in manifest.json but missing"):
+    with pytest.raises(ArtifactError, match="is listed in manifest.json but missing") as raised:
         check_before_training(artifacts, None)
+    # which version is damaged, and what repairs it (issue 45)
+    assert f"(version {artifacts.manifest['data_dir']} of " in str(raised.value)
+    assert "run the pipeline's command again on that output with --overwrite" in str(raised.value)
+    assert "--compact all writes every record again" in str(raised.value)
 
 
 def test_verification_done_for_this_manifest_is_not_repeated(copy, tmp_path):

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from trainer.evaluation.metrics import (classification_report, format_segmentation_table, per_class_iou,
-                             segmentation_report)
+from trainer.evaluation.metrics import (classification_report, format_segmentation_table, iou_line, per_class_iou,
+                                        segmentation_report)
 from trainer.data.padding import mirror_pad, pad_for_network, padded_extent
 
 
@@ -31,6 +31,18 @@ def test_a_class_neither_labelled_nor_predicted_has_no_iou():
     assert iou[0] == 1.0 and np.isnan(iou[1])
     report = segmentation_report(np.array([[4, 0], [0, 0]]), ["a", "b"])
     assert report["per_class"][1]["iou"] is None and report["mean_iou"] == 1.0
+
+
+def test_classes_without_labelled_pixels_are_left_out_of_the_table_and_the_iou_line_but_named_in_the_json():
+    """Issue 42: COCO's 80 classes printed a line for every class with 0 pixels, and the IoU line had no names."""
+    confusion = np.array([[6, 2, 0], [1, 3, 0], [0, 0, 0]])
+    report = segmentation_report(confusion, ["road", "car", "sign"])
+    table = format_segmentation_table(report)
+    assert "sign" not in table and "(1 class with no labelled pixel in this split left out; the JSON has every class)" \
+        in table
+    assert [row["name"] for row in report["per_class"]] == ["road", "car", "sign"]
+    # road: 6 / (8 + 7 - 6); car: 3 / (4 + 5 - 3)
+    assert iou_line(report) == "road 0.667, car 0.500 (1 class without val pixels left out)"
 
 
 def test_table_lists_the_rarest_class_first():

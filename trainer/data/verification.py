@@ -87,10 +87,20 @@ class VerifiedRecord:
         return self.files.get(relative) == table[relative]["sha256"]
 
 
+def repair_hint(artifacts: Artifacts) -> str:
+    """Which version is damaged, and what repairs it (docs/recovery.md)."""
+    version = artifacts.manifest.get("data_dir") or "the published version"
+    return (f" (version {version} of {artifacts.root}). To repair it, run the pipeline's command again on that "
+            "output with --overwrite: a damaged shard is not kept and its records are written again from their "
+            "sources (--compact all writes every record again); python -m beam_pipeline.verify lists every damaged "
+            "file")
+
+
 def _check_digest(artifacts: Artifacts, relative: str, expected: dict) -> None:
     path = artifacts.path_of(relative)
     if file_sha256(path) != expected["sha256"]:
-        raise ArtifactError(f"{path} does not match its SHA-256 in {MANIFEST}: the file is damaged")
+        raise ArtifactError(f"{path} does not match its SHA-256 in {MANIFEST}: the file is damaged"
+                            + repair_hint(artifacts))
 
 
 def check_before_training(artifacts: Artifacts, record: Optional[VerifiedRecord]) -> List[str]:
@@ -111,7 +121,7 @@ def check_before_training(artifacts: Artifacts, record: Optional[VerifiedRecord]
     with concurrent.futures.ThreadPoolExecutor(max_workers=STAT_THREADS) as pool:
         problems = [problem for problem in pool.map(size_problem, names) if problem]
     if problems:
-        raise ArtifactError(problems[0])
+        raise ArtifactError(problems[0] + repair_hint(artifacts))
     shards = _shard_names(artifacts)
     later = [name for name in names if name in shards or _growing(name)]
     checked = []
@@ -147,7 +157,8 @@ class BackgroundVerifier(threading.Thread):
             try:
                 _check_digest(self._artifacts, relative, self._table[relative])
             except (ArtifactError, tf.errors.OpError, OSError) as error:
-                self.error = str(error) if isinstance(error, ArtifactError) else f"cannot read {relative}: {error}"
+                self.error = (str(error) if isinstance(error, ArtifactError)
+                              else f"cannot read {relative}: {error}" + repair_hint(self._artifacts))
                 _LOG.error("%s", self.error)
                 return
             if self._record is not None:

@@ -91,27 +91,44 @@ def _figure(value: Optional[float]) -> str:
 
 
 def format_segmentation_table(report: dict) -> str:
-    """Per-class lines, rarest class (fewest labelled pixels) first, then the summary figures."""
+    """Per-class lines, rarest class (fewest labelled pixels) first, then the summary figures. Classes with no
+    labelled pixel in the split are left out, and counted in a line (the JSON keeps every class)."""
     total = max(report["labelled_pixels"], 1)
-    rows = sorted(report["per_class"], key=lambda row: (row["labelled_pixels"], row["id"]))
+    rows = sorted((row for row in report["per_class"] if row["labelled_pixels"]),
+                  key=lambda row: (row["labelled_pixels"], row["id"]))
     lines = [f"{'class':<24} {'pixels':>12} {'share':>8} {'IoU':>6} {'recall':>6}"]
     for row in rows:
         label = f"{row['id']:>3} {row['name']}"[:24]
         lines.append(f"{label:<24} {row['labelled_pixels']:>12} {100 * row['labelled_pixels'] / total:>7.3f}% "
                      f"{_figure(row['iou'])} {_figure(row['recall'])}")
+    lines += _left_out(len(report["per_class"]) - len(rows), "pixel")
     lines.append(f"mean IoU over the {report['classes_present']} classes present: {_figure(report['mean_iou'])}; "
                  f"pixel accuracy {_figure(report['pixel_accuracy'])}; "
                  f"frequency-weighted IoU {_figure(report['frequency_weighted_iou'])}")
     return "\n".join(lines)
 
 
+def _left_out(count: int, unit: str) -> list:
+    return [f"({count} class{'es' if count != 1 else ''} with no labelled {unit} in this split left out; the JSON "
+            "has every class)"] if count else []
+
+
+def iou_line(report: dict) -> str:
+    """``road 0.91, sky 0.88, car -`` for the classes with labelled pixels, then how many were left out."""
+    shown = [row for row in report["per_class"] if row["labelled_pixels"]]
+    text = ", ".join(f"{row['name']} {_figure(row['iou']).strip()}" for row in shown)
+    left = len(report["per_class"]) - len(shown)
+    return text + (f" ({left} class{'es' if left != 1 else ''} without val pixels left out)" if left else "")
+
+
 def format_classification_table(report: dict) -> str:
     """Per-class lines, rarest class (fewest examples) first, then accuracy and top-5."""
-    rows = sorted(report["per_class"], key=lambda row: (row["examples"], row["id"]))
+    rows = sorted((row for row in report["per_class"] if row["examples"]), key=lambda row: (row["examples"], row["id"]))
     lines = [f"{'class':<24} {'examples':>9} {'predicted':>9} {'recall':>6}"]
     for row in rows:
         label = f"{row['id']:>3} {row['name']}"[:24]
         lines.append(f"{label:<24} {row['examples']:>9} {row['predicted']:>9} {_figure(row['recall'])}")
+    lines += _left_out(len(report["per_class"]) - len(rows), "example")
     lines.append(f"accuracy {_figure(report['accuracy'])}; top-5 accuracy {_figure(report['top5_accuracy'])}; "
                  f"mean class recall {_figure(report['mean_class_recall'])}")
     return "\n".join(lines)

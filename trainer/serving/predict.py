@@ -19,6 +19,30 @@ _LOG = logging.getLogger("trainer.serve")
 INPUT_NAME = "image_bytes"
 
 
+_ASSERTION = re.compile(r"assertion failed: \[(?P<what>[^\]]*)\] \[(?P<values>.*)\]\s*$")
+
+
+def _in_words(message: str) -> str:
+    """A refusal of the export's checks (trainer/export/signature.py's Assert ops, which TensorFlow prints as
+    ``assertion failed: [text] [values]``) said in words: ``image_bytes: entries 1, 3 (0-based) of the request are
+    not JPEG or PNG images``, ``... entry 0 is 20000x20000``; any other message as it is."""
+    found = _ASSERTION.search(message)
+    if found is None:
+        return message
+    what, numbers = found["what"].rstrip(": "), [int(n) for n in re.findall(r"-?\d+", found["values"])]
+    if "not JPEG or PNG" in what:
+        entries = ", ".join(map(str, numbers))
+        if len(numbers) == 1:
+            return f"{INPUT_NAME}: entry {entries} (0-based) of the request is not a JPEG or PNG image"
+        return f"{INPUT_NAME}: entries {entries} (0-based) of the request are not JPEG or PNG images"
+    if "over the served limit" in what:
+        limit = re.search(r"limit of (\d+) pixels", what)
+        sizes = ", ".join(f"entry {e} is {w}x{h} ({h * w:,} pixels)"
+                          for e, h, w in zip(numbers[0::3], numbers[1::3], numbers[2::3]))
+        return f"{INPUT_NAME}: {sizes}, over the served limit of {int(limit[1]):,} pixels" if limit else message
+    return f"{what}: {', '.join(map(str, numbers))}"
+
+
 class RequestError(ValueError):
     """A request the server cannot answer; the message goes back to the client with HTTP 400."""
 
@@ -83,7 +107,7 @@ class ModelService:
             lines = [line.strip() for line in str(error).splitlines() if line.strip()]
             messages = [line for line in lines if not line.startswith(("Graph execution error", "Detected at",
                                                                         "<stack traces", "[[", "{{"))]
-            raise RequestError("; ".join(messages) or lines[-1]) from None
+            raise RequestError("; ".join(_in_words(message) for message in messages) or lines[-1]) from None
 
     def metadata(self) -> dict:
         inputs = self.signature.structured_input_signature[1]

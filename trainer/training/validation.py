@@ -27,7 +27,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from trainer.evaluation.metrics import classification_report, format_segmentation_table, per_class_iou, segmentation_report
+from trainer.evaluation.metrics import classification_report, format_segmentation_table, iou_line, segmentation_report
 
 _LOG = logging.getLogger(__name__)
 
@@ -100,11 +100,10 @@ class WholeImageValidation(keras.callbacks.Callback):
             logs["val_mean_iou"] = report["mean_iou"]
             logs["val_pixel_accuracy"] = report["pixel_accuracy"]
             logs["val_frequency_weighted_iou"] = report["frequency_weighted_iou"]
-            ious = " ".join("-" if np.isnan(v) else f"{v:.2f}" for v in per_class_iou(confusion))
             _LOG.info("validation after epoch %d on %d whole val images (full resolution, padded as served, "
-                      "inference-mode batch norm): loss %.4f, mean IoU %.4f, pixel accuracy %.4f; IoU per class "
+                      "inference-mode batch norm): loss %.4f, mean IoU %.4f, pixel accuracy %.4f; IoU per class: "
                       "%s (%.1f s)", epoch + 1, examples, logs["val_loss"], report["mean_iou"],
-                      report["pixel_accuracy"], ious, time.monotonic() - started)
+                      report["pixel_accuracy"], iou_line(report), time.monotonic() - started)
             _LOG.debug("\n%s", format_segmentation_table(report))
         else:
             report = classification_report(confusion, top5, self._class_names)
