@@ -83,7 +83,7 @@ def listed_lines(out: Path, entry: str, roots: Optional[Tuple[str, str]] = None)
     return sorted(lines)
 
 
-def _content(entry: dict) -> dict:
+def file_content(entry: dict) -> dict:
     """A files-table entry without its ``version`` (size, mtime and inode, or a generation: the run's, not the
     data's)."""
     return {key: value for key, value in entry.items() if key != "version"}
@@ -104,7 +104,7 @@ def differences(expected_dir: Path, actual_dir: Path,
     for path, entry in sorted(expected["files"].items()):
         if path.startswith(RUN_DEPENDENT) or path not in actual["files"]:
             continue
-        if (_content(actual["files"][path]) != _content(entry)
+        if (file_content(actual["files"][path]) != file_content(entry)
                 or actual_files[path].read_bytes() != expected_files[path].read_bytes()):
             found.append(f"{path} differs")
     stats = [dataset_dir(out) / "stats.json" for out in (expected_dir, actual_dir)]

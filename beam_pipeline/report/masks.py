@@ -58,8 +58,9 @@ def sampled_masks(output: str, manifest: dict, limit: int = SAMPLED_MASKS) -> It
     found = 0
     for shard in shards:
         deleted = set(shard.get("deleted") or ())
-        with FileSystems.open(layout.resolve(output, manifest, shard["path"])) as handle:
-            for index, record in enumerate(read_records(io.BufferedReader(handle, 1 << 20))):
+        with FileSystems.open(layout.resolve(output, manifest, shard["path"])) as handle, \
+                io.BufferedReader(handle, 1 << 20) as buffered:
+            for index, record in enumerate(read_records(buffered)):
                 if index in deleted:
                     continue
                 encoded = example_bytes_values(record, (features.MASK_ENCODED,)).get(features.MASK_ENCODED)

@@ -111,12 +111,16 @@ def test_shards_hold_source_bytes_and_mask_pixels(seg, corpus_dir):
     for line in (root / "manifest.csv").read_text().splitlines()[1:]:
         image, mask, *_ = line.split(",")
         manifest_rows.setdefault(image, mask)
-    converted = set()
+    converted, grey_jpegs = set(), set()
     for (source_id, _), record in examples.items():
         source = (root / source_id).read_bytes()
         source_image = Image.open(io.BytesIO(source))
-        if source_image.mode == "RGB":
-            assert record["image/encoded"] == source, source_id
+        if source_image.mode == "RGB" or (source_image.mode == "L" and source_image.format == "JPEG"):
+            assert record["image/encoded"] == source, source_id       # a grey JPEG too: stored as it is
+            if source_image.mode == "L":
+                grey_jpegs.add(source_id)
+                decoded = tf.io.decode_jpeg(source, channels=3, dct_method="INTEGER_ACCURATE").numpy()
+                assert np.array_equal(decoded, np.asarray(source_image.convert("RGB"))), source_id
         else:
             converted.add(source_id)
             assert record["image/format"] == b"png"
@@ -129,7 +133,7 @@ def test_shards_hold_source_bytes_and_mask_pixels(seg, corpus_dir):
         assert (record["image/height"], record["image/width"]) == expected.shape
         counts = np.bincount(expected.ravel(), minlength=256)[:NUM_CLASSES]
         assert record["image/segmentation/class/pixel_count"].tolist() == counts.tolist()
-    assert len(converted) == 4   # two grey JPEGs and two RGBA PNGs
+    assert len(converted) == 2 and len(grey_jpegs) == 2   # two RGBA PNGs converted; two grey JPEGs kept
 
 
 def test_shard_digests_sizes_and_split_column(seg, corpus_dir):
@@ -277,10 +281,15 @@ def test_existing_output_needs_overwrite(seg, corpus_dir):
 
 
 def test_a_selection_that_keeps_nothing_publishes_a_dataset_of_no_shard(corpus_dir, tmp_path):
-    """Every row filtered out but the one outside the root (rejected): the counts add up, the report and
-    the summary say there is no shard, and verify passes."""
-    completed = run_cli("--input", corpus_dir / "segmentation" / "manifest.csv", "--output", tmp_path,
-                        "--num_classes", NUM_CLASSES, "--filter", "source == 'nowhere'", "--max_reject_fraction", 1)
+    """Every row filtered out but the one outside the root (rejected): refused, since no train split would be
+    published; with --allow_no_train the counts add up, the report and the summary say there is no shard, and
+    verify passes."""
+    args = ["--input", corpus_dir / "segmentation" / "manifest.csv", "--output", tmp_path, "--num_classes", NUM_CLASSES,
+            "--filter", "source == 'nowhere'", "--max_reject_fraction", 1]
+    refused = run_cli(*args, check=False)                    # nothing could train on it (issue 42)
+    assert refused.returncode == 2 and "the version would have no train split (splits: none: no valid pair)" in \
+        refused.stderr and not (tmp_path / "manifest.json").exists()
+    completed = run_cli(*args, "--allow_no_train")
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     assert manifest["counts"]["written"] == 0 and manifest["splits"] == {}
     assert manifest["counts"]["discovered"] == 252 and manifest["counts"]["filtered_out"]["total"] == 251

@@ -557,8 +557,10 @@ def test_the_reject_gate_refuses_a_mostly_broken_corpus_naming_the_top_reasons(c
     assert finish(run) == 2, run.output()[-5000:]
     last = run.output().strip().splitlines()[-1]
     assert last.startswith("error: 12 of 40 selected inputs (30.0%) were rejected, more than "
-                           "--max_reject_fraction 0.2 allows; top reasons: missing_file 5, truncated 4, "
-                           "mask_value_out_of_range 3."), last
+                           "--max_reject_fraction 0.2 allows; top reasons: missing_file 5 (fix: check the listing's "
+                           "paths and the mount), truncated 4, mask_value_out_of_range 3 (value 9 in 3 mask(s); fix: "
+                           "check --num_classes and --ignore_label, or read the masks through a --label_map (a row "
+                           "9,ignore or 9,<class>))."), last
     assert manifest_bytes(out) == before and verify(str(out)).ok
     assert listing(out)["versions"] == [manifest_of(out)["run_id"]] and listing(out)["lock"] is None
 
