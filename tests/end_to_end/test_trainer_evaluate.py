@@ -79,10 +79,14 @@ def test_eval_json_agrees_with_a_numpy_count_of_the_served_maps(job, evaluated):
     for row in report["per_class"]:
         expected = None if np.isnan(iou[row["id"]]) else pytest.approx(iou[row["id"]])
         assert row["iou"] == expected
-    # The printed table lists the classes rarest first (fewest labelled pixels).
+    # The printed table lists the classes with labelled pixels, rarest first (fewest labelled pixels); the
+    # others are counted in one line, and the JSON keeps them all.
     table = [line for line in completed.stdout.splitlines() if line[:3].strip().isdigit()]
     printed = [int(line.split()[0]) for line in table]
-    assert printed == sorted(range(NUM_CLASSES), key=lambda c: (labelled[c], c))
+    assert printed == sorted((c for c in range(NUM_CLASSES) if labelled[c] > 0), key=lambda c: (labelled[c], c))
+    absent = int((labelled == 0).sum())
+    assert (f"{absent} class{'es' if absent != 1 else ''} with no labelled" in completed.stdout) == (absent > 0)
+    assert len(report["per_class"]) == NUM_CLASSES
     assert "evaluated" in completed.stderr                     # progress lines
 
 
