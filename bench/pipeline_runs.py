@@ -117,9 +117,9 @@ class PipelineRun:
 PipeRuns = dict[str, dict[int, list[PipelineRun]]]   # configuration -> scale -> runs (one per repeat)
 
 
-def pipeline_command(corpus: Corpus, output: Path, config: str) -> list[str]:
+def pipeline_command(corpus: Corpus, output: Path, config: str, extra: Sequence[str] = ()) -> list[str]:
     return [sys.executable, "-m", "beam_pipeline", "--input", str(corpus.manifest), "--output", str(output),
-            "--num_classes", str(NUM_CLASSES), "--overwrite", *CONFIGS[config]]
+            "--num_classes", str(NUM_CLASSES), "--overwrite", *CONFIGS[config], *extra]
 
 
 def job_start_time(log_path: Path) -> Optional[float]:
@@ -132,11 +132,12 @@ def job_start_time(log_path: Path) -> Optional[float]:
     return None
 
 
-def run_pipeline(corpus: Corpus, config: str, output: Path, log_path: Path) -> PipelineRun:
-    """One pipeline subprocess in ``config`` into a fresh ``output``; wall time from spawn to reaping."""
+def run_pipeline(corpus: Corpus, config: str, output: Path, log_path: Path, extra: Sequence[str] = ()) -> PipelineRun:
+    """One pipeline subprocess in ``config`` (plus the flags ``extra``) into a fresh ``output``; wall time from
+    spawn to reaping."""
     shutil.rmtree(output, ignore_errors=True)
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    command = pipeline_command(corpus, output, config)
+    command = pipeline_command(corpus, output, config, extra)
     bench_cpu_before, busy_before = common.cpu_seconds(), machine_busy_seconds()
     with log_path.open("w") as log_file:
         started, spawned_at = time.perf_counter(), time.time()

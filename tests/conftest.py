@@ -51,8 +51,9 @@ def corpus_dir(tmp_path_factory):
     return Path(once(tmp_path_factory, "corpus", make))
 
 
-# The DirectRunner in one process, its workers threads: faster than the default worker processes on the
-# small corpora of the tests (docs/running.md, "The command and the default runner").
+# The DirectRunner in one process, its workers threads: what the tests' command lines run with unless they
+# choose (docs/running.md, "The command and the default runner"). The default itself runs a corpus as small
+# as the tests' in the launcher alone (in_memory), a larger one in a worker process per core.
 THREADS = ("--direct_running_mode", "multi_threading")
 # The two engines of the tests parametrised over them: one thread, and the default's worker processes (two).
 ENGINES = {"threads1": ["--direct_running_mode", "multi_threading", "--direct_num_workers", "1"],
@@ -65,9 +66,9 @@ def run_cli(*args, check=True, default_engine=False):
     """Run ``python -m beam_pipeline`` as a user would; returns the CompletedProcess.
 
     Unless the command chooses its engine (ENGINE_OPTIONS) or ``default_engine`` is set, the run's workers
-    are threads (THREADS): the tests that need the default's worker processes (the shared runs below, the
-    kill matrix, the worker logs, the option-passing to workers, each parametrised threads/processes pair)
-    ask for them."""
+    are threads (THREADS). The shared runs below take the default (for these corpora: the launcher's own
+    process); the tests that need worker processes (the kill matrix, the worker logs, the option-passing to
+    workers, each parametrised threads/processes pair) ask for them."""
     args = [str(arg) for arg in args]
     if not default_engine and not any(arg.split("=")[0] in ENGINE_OPTIONS for arg in args) and "--help" not in args:
         args += THREADS

@@ -176,3 +176,36 @@ def transform_output_problem(where: Placement, output: str, temp_location: Optio
             f"this machine's disk and the pipeline copies its output, but {where.reason}; run on the "
             "DirectRunner or a Flink cluster on this machine, give --temp_location on a mount every worker "
             "shares with --allow_local_paths, write to gs://, or give --no_stats")
+
+
+# --------------------------------------------------------------------------
+# The DirectRunner's engine
+# --------------------------------------------------------------------------
+# A corpus of at most this many pairs runs in the launcher's own process (Beam's in_memory engine); a larger
+# one gets an SDK worker process per core. Worker processes cost seconds to start (each imports Beam's worker,
+# TensorFlow and tf.Transform) and save milliseconds per pair (validation's Python no longer shares one
+# GIL): the break-even measured on real photographs is in docs/benchmarks.md, "Where a run's engine runs".
+SMALL_CORPUS_PAIRS = 1000
+
+
+@dataclasses.dataclass(frozen=True)
+class Engine:
+    """The DirectRunner engine a run gets when its command line names none."""
+    running_mode: str                 # Beam's --direct_running_mode
+    num_workers: int                  # Beam's --direct_num_workers
+    reason: str                       # why, for the launcher's log line
+
+
+def direct_engine(expected_pairs: Optional[int], cores: int, given_workers: Optional[int] = None,
+                  small: int = SMALL_CORPUS_PAIRS) -> Engine:
+    """The engine for a corpus of about ``expected_pairs`` (None: unknown, or too costly to count).
+
+    ``given_workers`` is the command line's --direct_num_workers: asking for workers asks for processes.
+    """
+    if given_workers is None and expected_pairs is not None and expected_pairs <= small:
+        return Engine("in_memory", 1,
+                      f"{expected_pairs:,} pairs or fewer, so the job runs in this process; from {small + 1:,} "
+                      f"it starts a worker process per core (--direct_running_mode multi_processing)")
+    workers = given_workers or cores
+    size = "a corpus of unknown size" if expected_pairs is None else f"more than {small:,} pairs"
+    return Engine("multi_processing", workers, f"{size}, so the job runs in {workers} worker process(es)")

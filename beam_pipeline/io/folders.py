@@ -49,6 +49,13 @@ def folder_exists(folder: str) -> bool:
     return any(result.metadata_list for result in results)
 
 
+def count_files(folder: str, limit: int) -> int:
+    """The files anywhere below ``folder``, counted no further than ``limit + 1`` (Beam's match stops listing
+    there: a local walk, or an object store's pages, is not read to its end)."""
+    results = FileSystems.match([paths.join(folder, "**")], limits=[limit + 1])
+    return sum(len(result.metadata_list) for result in results)
+
+
 def relative_matches(root: str, pattern: str) -> Iterator[str]:
     """The path relative to ``root`` of every file matching ``pattern`` (itself relative to ``root``)."""
     for path, _ in match_files(paths.join(root, pattern)):

@@ -80,6 +80,29 @@ def read_columns(path: str) -> List[str]:
     return []
 
 
+def count_rows(path: str, limit: int) -> int:
+    """The listing's data rows, counted no further than ``limit + 1``: a larger listing reads as ``limit + 1``.
+
+    What the launcher needs to tell a small corpus from a large one without reading a large listing whole
+    (Parquet's row count is in its footer). A text line that is not a row (a blank line) is not counted; a
+    row the pipeline will reject still is.
+    """
+    kind = kind_of(path)
+    if kind == PARQUET:
+        with _open(path) as handle:
+            return min(pq.ParquetFile(handle).metadata.num_rows, limit + 1)
+    rows = 0
+    with _open(path) as handle:
+        if kind == CSV:
+            handle.readline()
+        for line in handle:
+            if line.strip():
+                rows += 1
+                if rows > limit:
+                    break
+    return rows
+
+
 def _size(path: str) -> int:
     return FileSystems.match([path])[0].metadata_list[0].size_in_bytes
 

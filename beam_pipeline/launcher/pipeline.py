@@ -214,7 +214,7 @@ def run(argv: Optional[List[str]] = None) -> dict:
         from beam_pipeline.launcher.plan import make_plan
         return {"plan": make_plan(config, launched.split, launched.plan_sample)}
     launch.check_output(config)
-    runners.apply_runner_defaults(argv, launched.options)
+    runners.apply_runner_defaults(argv, launched.options, config)
     runners.apply_worker_log_options(argv, launched.options)
     run_options = dict(config.as_dict(), runner=runners.runner_name(launched.options))
     started = time.monotonic()

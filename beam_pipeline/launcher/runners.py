@@ -8,34 +8,65 @@ submitted; core/runners.py says, without Beam, where a runner's workers run.
 import dataclasses
 import logging
 import os
-from typing import List
+from typing import List, Optional
 
+from apache_beam.io.filesystem import BeamIOError
 from apache_beam.options.pipeline_options import (DirectOptions, FlinkRunnerOptions, GoogleCloudOptions,
                                                   JobServerOptions, PipelineOptions, PortableOptions,
                                                   SparkRunnerOptions, StandardOptions, WorkerOptions)
 
 from beam_pipeline import console
 from beam_pipeline.core import paths, runners
+from beam_pipeline.io import folders, listing
 from beam_pipeline.launcher.config import CorpusConfig
 from beam_pipeline.launcher.options import CorpusOptions, CorpusOptionsError
+from beam_pipeline.stages.specs import CLASS_FOLDERS, LISTING
 
 _LOG = logging.getLogger(__name__)
 
 
-def apply_runner_defaults(argv: List[str], options: PipelineOptions) -> None:
-    """On the DirectRunner use every core: one SDK worker process per core.
+def apply_runner_defaults(argv: List[str], options: PipelineOptions, config: CorpusConfig) -> None:
+    """On the DirectRunner, run a small corpus in this process and a larger one in a worker process per core.
 
-    Worker processes cost more to start than threads, but each pair costs
-    less, because the Python parts of validation and writing no longer share
-    one GIL (measured: docs/running.md, "The command and the default runner"). Large corpora are what this pipeline is for.
+    Worker processes cost seconds to start but each pair costs less, because the Python parts of
+    validation and writing no longer share one GIL; below runners.SMALL_CORPUS_PAIRS the start costs
+    more than it saves (measured: docs/benchmarks.md, "Where a run's engine runs"). The corpus is
+    counted no further than that (:func:`expected_pairs`). The command line's --direct_running_mode and
+    --direct_num_workers win; the choice is logged in one line.
     """
     if not is_direct(options):
         return
     direct = options.view_as(DirectOptions)
-    if not any(arg.startswith("--direct_num_workers") for arg in argv):
-        direct.direct_num_workers = os.cpu_count() or 1
-    if not any(arg.startswith("--direct_running_mode") for arg in argv):
-        direct.direct_running_mode = "multi_processing"
+    given_workers = direct.direct_num_workers if _given(argv, "direct_num_workers") else None
+    if _given(argv, "direct_running_mode"):
+        if given_workers is None:
+            direct.direct_num_workers = 1 if direct.direct_running_mode == "in_memory" else os.cpu_count() or 1
+        return
+    engine = runners.direct_engine(None if given_workers else expected_pairs(config, runners.SMALL_CORPUS_PAIRS),
+                                   os.cpu_count() or 1, given_workers)
+    direct.direct_running_mode, direct.direct_num_workers = engine.running_mode, engine.num_workers
+    _LOG.info("DirectRunner: %s", engine.reason)
+
+
+def _given(argv: List[str], name: str) -> bool:
+    return any(arg == f"--{name}" or arg.startswith(f"--{name}=") for arg in argv)
+
+
+def expected_pairs(config: CorpusConfig, limit: int) -> Optional[int]:
+    """About how many pairs the input holds, counted no further than ``limit + 1``; None when unknown.
+
+    A listing's rows, else the files below the input folder (two per pair for images with masks, one
+    for class folders). Rows and files that will be rejected or filtered out count too: this only tells
+    a small corpus from a large one.
+    """
+    try:
+        if config.input_format == LISTING:
+            return listing.count_rows(config.input, limit)
+        per_pair = 1 if config.input_format == CLASS_FOLDERS else 2
+        return folders.count_files(config.input_root, per_pair * limit) // per_pair
+    except (BeamIOError, OSError, ValueError) as error:
+        _LOG.debug("could not count the input's pairs: %s", error)
+        return None
 
 
 def apply_worker_log_options(argv: List[str], options: PipelineOptions) -> None:

@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, free_port, run_cli, stop_process_group, wait_for_port
+from conftest import ENGINES, ROOT, free_port, run_cli, stop_process_group, wait_for_port
 from trainer_jobs import segmentation_job
 
 # What third-party libraries print at start-up, as a user saw it before this was fixed.
@@ -57,9 +57,19 @@ def test_pipeline_prints_only_its_own_lines(segmentation_run):
     assert third_party == []
 
 
+def test_pipeline_with_worker_processes_prints_only_its_own_lines(corpus_dir, tmp_path):
+    """The shared run above runs in the launcher alone (a small corpus); SDK worker processes are quiet too."""
+    completed = run_cli("--input", corpus_dir / "segmentation" / "manifest.csv", "--output", tmp_path / "out",
+                        "--num_classes", 8, "--max_examples", 30, *ENGINES["processes2"])
+    assert noise_in(output(completed)) == [], output(completed)[-5000:]
+    third_party = [line for line in completed.stderr.splitlines()
+                   if line.strip() and not re.match(r"\S+ \S+ (INFO|WARNING|ERROR) beam_pipeline[.:]", line)]
+    assert third_party == []
+
+
 def test_pipeline_verbose_shows_third_party_lines_from_launcher_and_workers(corpus_dir, tmp_path):
     completed = run_cli("--input", corpus_dir / "segmentation" / "manifest.csv", "--output", tmp_path / "out",
-                        "--num_classes", 8, "--max_examples", 30, "-v", default_engine=True)
+                        "--num_classes", 8, "--max_examples", 30, "-v", *ENGINES["processes2"])
     found = noise_in(output(completed))
     # TensorFlow's C++ lines (launcher and workers), the grpcio notice (every process), Beam's worker records
     for name in ("absl preamble", "oneDNN notice", "FutureWarning", "grpcio PQC notice", "Beam worker record",

@@ -40,7 +40,7 @@ import pytest
 
 from beam_pipeline import phases
 from beam_pipeline.verify import NO_DATASET, main as verify_main, verify
-from conftest import ENGINES, NUM_CLASSES, ROOT, assert_same_outputs, dataset_dir, manifest_of
+from conftest import ENGINE_OPTIONS, ENGINES, NUM_CLASSES, ROOT, assert_same_outputs, dataset_dir, manifest_of
 from tools.compare_outputs import record_differences
 
 RUN_TIMEOUT = 900
@@ -66,7 +66,12 @@ class Run:
 
 
 def start(args, log: Path, pause_at: Optional[str] = None, preexec_fn=None, pause_after: int = 1) -> Run:
-    """python -m beam_pipeline in a process group of its own (the SDK workers join it)."""
+    """python -m beam_pipeline in a process group of its own (the SDK workers join it).
+
+    Unless ``args`` choose an engine, the run gets SDK worker processes, as a large corpus does (a corpus as
+    small as these tests' would run in the launcher alone): a kill must stop the workers too."""
+    if not any(str(arg).split("=")[0] in ENGINE_OPTIONS for arg in args):
+        args = [*args, *ENGINES["processes2"]]
     env = dict(os.environ)
     pause_file = None
     if pause_at:

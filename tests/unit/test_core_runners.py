@@ -2,7 +2,7 @@
 
 import pytest
 
-from beam_pipeline.core.runners import placement, unreachable_local_paths
+from beam_pipeline.core.runners import direct_engine, placement, unreachable_local_paths
 
 
 @pytest.mark.parametrize("runner,kwargs,remote", [
@@ -35,3 +35,30 @@ def test_only_local_paths_are_reported_and_only_for_remote_workers():
     assert unreachable_local_paths(placement("DirectRunner"), paths) == []
     assert "Google Cloud" in placement("DataflowRunner").reason
     assert "Docker" in placement("PortableRunner", job_endpoint="localhost:8099").reason
+
+
+# --------------------------------------------------------------------------
+# The DirectRunner's engine when the command line names none
+# --------------------------------------------------------------------------
+def test_a_small_corpus_runs_in_the_launcher():
+    engine = direct_engine(252, cores=2, small=1000)
+    assert (engine.running_mode, engine.num_workers) == ("in_memory", 1)
+    assert "252 pairs or fewer" in engine.reason and "from 1,001" in engine.reason
+
+
+def test_the_threshold_itself_is_small_and_one_more_is_not():
+    assert direct_engine(1000, cores=2, small=1000).running_mode == "in_memory"
+    larger = direct_engine(1001, cores=2, small=1000)
+    assert (larger.running_mode, larger.num_workers) == ("multi_processing", 2)
+    assert "more than 1,000 pairs" in larger.reason
+
+
+def test_an_unknown_size_gets_a_worker_process_per_core():
+    engine = direct_engine(None, cores=4)
+    assert (engine.running_mode, engine.num_workers) == ("multi_processing", 4)
+    assert "unknown size" in engine.reason
+
+
+def test_asking_for_workers_asks_for_processes_whatever_the_size():
+    engine = direct_engine(10, cores=2, given_workers=3)
+    assert (engine.running_mode, engine.num_workers) == ("multi_processing", 3)

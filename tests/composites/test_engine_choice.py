@@ -1,0 +1,101 @@
+"""The DirectRunner's engine a run gets when its command line names none (launcher/runners.py).
+
+A small corpus runs in the launcher's own process, a larger one, or one whose size is unknown, in an SDK
+worker process per core; the command line's own engine options win. The input is counted on real files
+(listings of each kind, folders) no further than the threshold, through the launcher's own resolution of
+the command line, without running a pipeline.
+"""
+
+import json
+import logging
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from apache_beam.options.pipeline_options import DirectOptions
+
+from beam_pipeline.core.runners import SMALL_CORPUS_PAIRS
+from beam_pipeline.io import folders, listing
+from beam_pipeline.launcher import launch, runners
+
+CORES = __import__("os").cpu_count() or 1
+
+
+def csv_listing(folder, rows: int, blank_lines: int = 0):
+    path = folder / f"listing_{rows}.csv"
+    lines = ["image,mask"] + [f"images/{i}.png,masks/{i}.png" for i in range(rows)] + [""] * blank_lines
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def engine_for(tmp_path, *args):
+    argv = [*map(str, args), "--output", str(tmp_path / "out")]
+    launched = launch.resolve(argv)
+    runners.apply_runner_defaults(argv, launched.options, launched.config)
+    direct = launched.options.view_as(DirectOptions)
+    return direct.direct_running_mode, direct.direct_num_workers
+
+
+def test_a_small_listing_runs_in_the_launcher_and_says_so(tmp_path, caplog):
+    with caplog.at_level(logging.INFO, logger="beam_pipeline"):
+        engine = engine_for(tmp_path, "--input", csv_listing(tmp_path, 20), "--num_classes", 8)
+    assert engine == ("in_memory", 1)
+    assert any("DirectRunner: 20 pairs or fewer, so the job runs in this process" in record.getMessage()
+               for record in caplog.records), caplog.text
+
+
+def test_a_listing_over_the_threshold_gets_a_worker_process_per_core(tmp_path):
+    listing_file = csv_listing(tmp_path, SMALL_CORPUS_PAIRS + 500)
+    assert listing.count_rows(str(listing_file), SMALL_CORPUS_PAIRS) == SMALL_CORPUS_PAIRS + 1
+    assert engine_for(tmp_path, "--input", listing_file, "--num_classes", 8) == ("multi_processing", CORES)
+
+
+def test_the_command_lines_engine_options_win(tmp_path):
+    small = csv_listing(tmp_path, 20)
+    assert engine_for(tmp_path, "--input", small, "--num_classes", 8,
+                      "--direct_running_mode", "multi_threading") == ("multi_threading", CORES)
+    assert engine_for(tmp_path, "--input", small, "--num_classes", 8,
+                      "--direct_running_mode=multi_processing", "--direct_num_workers", 3) == ("multi_processing", 3)
+    assert engine_for(tmp_path, "--input", small, "--num_classes", 8, "--direct_num_workers=2") == (
+        "multi_processing", 2)
+    assert engine_for(tmp_path, "--input", csv_listing(tmp_path, SMALL_CORPUS_PAIRS + 1), "--num_classes", 8,
+                      "--direct_running_mode", "in_memory") == ("in_memory", 1)
+
+
+def test_blank_lines_are_not_rows_and_every_listing_kind_is_counted(tmp_path):
+    assert listing.count_rows(str(csv_listing(tmp_path, 7, blank_lines=3)), 100) == 7
+    jsonl = tmp_path / "listing.jsonl"
+    jsonl.write_text("".join(json.dumps({"image": f"{i}.png", "mask": f"{i}.png"}) + "\n\n" for i in range(9)))
+    assert listing.count_rows(str(jsonl), 100) == 9
+    assert listing.count_rows(str(jsonl), 4) == 5
+    parquet = tmp_path / "listing.parquet"
+    pq.write_table(pa.table({"image": [f"{i}.png" for i in range(30)], "mask": [f"{i}.png" for i in range(30)]}),
+                   parquet)
+    assert listing.count_rows(str(parquet), 100) == 30
+    assert listing.count_rows(str(parquet), 10) == 11
+
+
+def test_folders_count_their_files_per_pair(tmp_path):
+    for name in ("images", "masks"):
+        (tmp_path / "paired" / name / "deeper").mkdir(parents=True)
+        for i in range(6):
+            (tmp_path / "paired" / name / ("deeper" if i % 2 else "") / f"{i}.png").write_bytes(b"x")
+    for label in ("cat", "dog"):
+        (tmp_path / "classes" / label).mkdir(parents=True)
+        for i in range(4):
+            (tmp_path / "classes" / label / f"{i}.jpg").write_bytes(b"x")
+    assert folders.count_files(str(tmp_path / "paired"), 100) == 12
+    assert folders.count_files(str(tmp_path / "paired"), 5) == 6       # stops listing at limit + 1
+    paired = launch.resolve(["--input", str(tmp_path / "paired"), "--output", str(tmp_path / "o1"),
+                             "--mask_template", "masks/{relstem}.png", "--num_classes", "8"]).config
+    assert runners.expected_pairs(paired, 100) == 6
+    classes = launch.resolve(["--input", str(tmp_path / "classes"), "--output", str(tmp_path / "o2"),
+                              "--task", "classification"]).config
+    assert runners.expected_pairs(classes, 100) == 8
+    assert engine_for(tmp_path, "--input", tmp_path / "classes", "--task", "classification") == ("in_memory", 1)
+
+
+@pytest.mark.parametrize("limit", [0, 1])
+def test_an_empty_folder_is_a_small_corpus(tmp_path, limit):
+    (tmp_path / "empty").mkdir()
+    assert folders.count_files(str(tmp_path / "empty"), limit) == 0
