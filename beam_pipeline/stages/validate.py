@@ -111,7 +111,7 @@ class ValidateBucketFn(counters.CountingDoFn):
             result, bytes_read = pairs.check(ref, self._spec)
             self._bytes_read.inc(bytes_read)
             return result, FRESH, None
-        versions = (_pre_key(ref.image), _pre_key(ref.mask) if ref.mask else None)
+        versions = (_pre_key(ref.image), pairs.mask_version(ref, _pre_key))     # a drawn mask: its drawing's too
         decision = decide(cached, ref.label, versions, cache.revalidate, audited(ref.key, cache.run_id, cache.audit))
         if decision == REUSE:
             return restored(cached, ref, cache.committed_run), FROM_CACHE, cached
