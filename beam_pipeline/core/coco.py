@@ -89,10 +89,6 @@ def split_of(name: str) -> str:
     return (found.group(1).rstrip("_-") or set_name(name)) if found else set_name(name)
 
 
-def image_folders(root_rel: str, set_: str) -> Tuple[str, ...]:
-    """Where a set's images may be, relative to the dataset's folder, the first that exists wins."""
-    return (set_, paths.join("images", set_) if root_rel == "" else paths.join(root_rel, "images", set_))
-
 
 # --------------------------------------------------------------------------
 # Categories: the classes and the value map

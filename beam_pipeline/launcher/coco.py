@@ -12,6 +12,7 @@ Every mistake is one line naming the file and the fix (CorpusOptionsError).
 
 import dataclasses
 import logging
+import os
 import posixpath
 from typing import Optional, Sequence
 
@@ -19,7 +20,7 @@ from beam_pipeline.core import coco, paths
 from beam_pipeline.core.coco import AnnotationFile, Annotations, CocoError
 from beam_pipeline.core.layouts import LAYOUTS, Layout
 from beam_pipeline.core.masks import maps as lm
-from beam_pipeline.io import coco as io_coco, files, folders
+from beam_pipeline.io import coco as io_coco, files
 from beam_pipeline.launcher.config import NUM_CLASSES_REQUIRED, CorpusConfig
 from beam_pipeline.launcher.maps import with_map
 from beam_pipeline.launcher.options import CorpusOptionsError
@@ -31,7 +32,7 @@ ANNOTATIONS_FOLDER = "annotations"
 
 def is_file_input(config: CorpusConfig) -> bool:
     """``--input`` names a file (an annotation file, or a listing named .json), not a folder."""
-    return config.input.lower().endswith(".json") and not folders.folder_exists(config.input)
+    return config.input.lower().endswith(".json") and not os.path.isdir(config.input)      # URLs: no folders
 
 
 def from_file(config: CorpusConfig) -> CorpusConfig:
@@ -103,7 +104,8 @@ def _categories(root: str, relatives: Sequence[str]):
 def _annotation_file(root: str, relative: str, kind: str) -> AnnotationFile:
     set_ = coco.set_name(relative)
     here = paths.dirname(relative)
-    candidates = (set_, paths.join("images", set_), "images", here)
+    beside = () if posixpath.basename(here) == ANNOTATIONS_FOLDER else (here,)   # an export's images by its file
+    candidates = (set_, paths.join("images", set_), "images") + beside
     images = io_coco.first_folder(root, candidates)
     if images is None:
         raise CorpusOptionsError(f"{paths.join(root, relative)}: no folder of its images; expected "
