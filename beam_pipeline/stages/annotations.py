@@ -13,7 +13,7 @@ import apache_beam as beam
 
 from beam_pipeline.core.progress import DISCOVERED, REJECTED_PREFIX
 from beam_pipeline.core.records import FILTERED, Outcome
-from beam_pipeline.stages import counters, pairs
+from beam_pipeline.stages import counters, pairs, worker
 from beam_pipeline.stages.shuffle import GroupPackedByKey
 from beam_pipeline.stages.specs import REJECTED_TAG, DiscoverSpec, ShuffleSpec
 
@@ -25,6 +25,9 @@ class StreamAnnotationsFn(counters.CountingDoFn):
 
     def __init__(self, spec: DiscoverSpec):
         self._spec = spec
+
+    def setup(self):
+        worker.prepare_sdk_worker()            # a file that breaks off is the run's one line, not a traceback
 
     def process(self, source: pairs.Source):
         yield from pairs.discover_source(self._spec, source)

@@ -202,3 +202,26 @@ def test_a_users_mistake_is_one_line_naming_the_file_and_the_fix(tmp_path, case)
     assert "Traceback" not in completed.stderr
     assert {"missing": "instances_test2017.json does not exist", "not_coco": "is not a COCO annotation file",
             "category_too_large": "has id 70000", "no_images": "no folder of its images"}[case] in lines[0], lines[0]
+
+
+def test_an_annotation_file_broken_midway_stops_the_run_in_one_line(tmp_path):
+    write_instances(tmp_path / "coco", 3, bad_inputs=False)
+    path = tmp_path / "coco" / "annotations" / "instances_train2017.json"
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2:len(data) // 2 + 5] = b"#####"             # its start and its categories are whole
+    path.write_bytes(bytes(data))
+    completed = run_cli("--input", tmp_path / "coco", "--output", tmp_path / "out", "--layout", "coco", *FAST,
+                        check=False)
+    assert completed.returncode == 1 and "Traceback" not in completed.stderr, completed.stderr[-3000:]
+    (line,) = [line for line in completed.stderr.splitlines() if line.startswith("error:")]
+    assert f"cannot read the annotation file {path}: it is not valid JSON" in line and "download it again" in line
+    assert not (tmp_path / "out" / "manifest.json").exists()
+
+
+def test_plan_draws_its_sample_and_counts_exactly(instances):
+    root = instances[0]
+    completed = run_cli("--input", root / "coco", "--output", root / "planned", "--layout", "coco", "--plan", *FAST)
+    assert f"discovered inputs        {INSTANCES + 2} (exact)" in completed.stdout
+    assert f"selected pairs           {INSTANCES} (exact)" in completed.stdout
+    assert "mask values (--label_map coco;" in completed.stdout and "255 crowd" in completed.stdout
+    assert not (root / "planned").exists()
