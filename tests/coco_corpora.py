@@ -1,8 +1,8 @@
 """COCO-format datasets made of real photographs (issue 42, item 2), laid out as COCO, COCO panoptic and SA-1B ship.
 
 Every image is a photograph of tools/photo_corpus.py; its regions (``make_mask``: a class per region, 255 on the
-borders between them) become the annotations, written as the datasets write them, with the published categories
-(tests/published.py), never the product's maps:
+borders between them) become the annotations, written as the datasets write them (tools/coco_corpus.py: polygons,
+RLE), with the published categories (tests/published.py), never the product's maps:
 
 * ``write_instances``: ``annotations/instances_{train,val}2017.json`` and ``{train,val}2017/*.jpg``. Each region is
   an annotation, in turn as polygons (its contours), a compressed RLE and an uncompressed RLE; every image has a
@@ -23,21 +23,12 @@ from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
 from PIL import Image
-from pycocotools import mask as coco_mask
-from skimage import measure
 
 from published import COCO_PANOPTIC_CATEGORIES, COCO_THING_CATEGORIES
-from tools.photo_corpus import PhotoOptions, make_mask, make_photo
+from tools.coco_corpus import (BORDER, SEGMENTATIONS, compressed_rle, photo_and_regions, polygons, region_values,
+                               uncompressed_rle)
 
-BORDER = 255
-SEED = 7
 ORPHAN_IMAGE_ID = 999_999
-
-
-def photo_and_regions(index: int) -> Tuple[np.ndarray, np.ndarray]:
-    options = PhotoOptions(num_classes=8)
-    photo = make_photo(index, seed=SEED, options=options)
-    return photo, make_mask(photo, index, seed=SEED, options=options)
 
 
 def _jpeg(photo: np.ndarray, path: Path) -> None:
@@ -52,36 +43,6 @@ def _info() -> dict:
 def _dump(path: Path, value: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(value))          # json.dump keeps the keys' order: categories last, as COCO's
-
-
-# --------------------------------------------------------------------------
-# Segmentations, as COCO stores them
-# --------------------------------------------------------------------------
-def polygons(binary: np.ndarray) -> List[List[float]]:
-    """The outlines of a binary mask as COCO polygons ``[x1, y1, x2, y2, ...]`` (2 decimals, as COCO's)."""
-    padded = np.pad(binary.astype(float), 1)
-    out = []
-    for contour in measure.find_contours(padded, 0.5):
-        simple = measure.approximate_polygon(contour - 1, tolerance=1.0)
-        if len(simple) >= 3:
-            out.append([round(float(v), 2) for y, x in simple for v in (x, y)])
-    return out
-
-
-def compressed_rle(binary: np.ndarray) -> dict:
-    rle = coco_mask.encode(np.asfortranarray(binary.astype(np.uint8)))
-    return {"size": [int(s) for s in rle["size"]], "counts": rle["counts"].decode("ascii")}
-
-
-def uncompressed_rle(binary: np.ndarray) -> dict:
-    """Runs of 0s and 1s in column-major order, starting with 0s (COCO's ``iscrowd`` segmentations)."""
-    flat = binary.ravel(order="F").astype(np.uint8)
-    bounds = np.concatenate(([0], np.flatnonzero(np.diff(flat)) + 1, [flat.size]))
-    runs = np.diff(bounds).tolist()
-    return {"size": list(binary.shape), "counts": ([0] if flat[0] else []) + runs}
-
-
-SEGMENTATIONS = (("polygons", polygons), ("rle", compressed_rle), ("uncompressed", uncompressed_rle))
 
 
 # --------------------------------------------------------------------------
@@ -110,7 +71,7 @@ def write_instances(out: Path, images: int, categories: Sequence[dict] = COCO_TH
                                        "id": image_id})
         written[f"{set_name}/{name}"] = split
         annotations = []
-        for k, value in enumerate(sorted(set(np.unique(regions).tolist()) - {BORDER})):
+        for k, value in enumerate(region_values(regions)):
             kind, encode = SEGMENTATIONS[(index + k) % 3]
             annotations.append((ids[(value * 7 + index) % len(ids)], 0, encode(regions == value)))
         front = np.zeros_like(regions, dtype=bool)
@@ -155,7 +116,7 @@ def write_panoptic(out: Path, images: int) -> Dict[str, Tuple[np.ndarray, str]]:
         ids = np.zeros(regions.shape, np.int64)
         classes = np.full(regions.shape, BORDER, np.uint8)
         segments = []
-        for k, value in enumerate(sorted(set(np.unique(regions).tolist()) - {BORDER})):
+        for k, value in enumerate(region_values(regions)):
             segment = 70_001 + index * 1009 + k * 257 if k % 2 == 0 else 1 + index * 31 + k
             crowd = int(index % 2 == 0 and k == 1)
             category = things[(index + k) % len(things)] if crowd else categories[(value * 17 + index) % len(categories)]
@@ -188,7 +149,7 @@ def write_sa1b(out: Path, images: int) -> List[str]:
         folder = out / "sa_000001" if index >= images - 2 else out
         name = f"sa_{300 + index}"
         _jpeg(photo, folder / f"{name}.jpg")
-        values = sorted(set(np.unique(regions).tolist()) - {BORDER})
+        values = region_values(regions)
         masks = [regions == value for value in values[1:]] + [np.isin(regions, values[1:3])]
         annotations = [{"id": 400 * index + k, "segmentation": compressed_rle(binary), "area": int(binary.sum()),
                         "bbox": [0, 0, 1, 1], "predicted_iou": 0.9, "stability_score": 0.95,

@@ -77,7 +77,7 @@ def read_categories(path: str) -> Tuple[list, str]:
         if length >= min(TAIL_MOST, size):
             break
         length = min(length * 2, TAIL_MOST, size)
-    return _streamed_categories(path), (f"streamed from its start ({size:,} bytes; its categories are not at its "
+    return streamed_categories(path), (f"streamed from its start ({size:,} bytes; its categories are not at its "
                                         f"end) in {time.perf_counter() - started:.1f} s")
 
 
@@ -98,7 +98,7 @@ def categories_in_tail(tail: bytes) -> Optional[list]:
     return None
 
 
-def _streamed_categories(path: str) -> list:
+def streamed_categories(path: str) -> list:
     """The top-level ``categories`` array, streamed; stops once it is read."""
     try:
         with _open(path) as handle:

@@ -259,8 +259,20 @@ def read_mask(ref: PairRef, spec: CheckSpec, expected_size: int = 0) -> Union[by
     when it has one (a panoptic PNG, an SA-1B JSON): what validation checks and the writer stores alike."""
     if not ref.drawing:
         return read_file(ref.mask, spec.max_file_bytes, "mask", expected_size)
+    if ref.drawing == drawn.SPILLED:
+        return Rejection(reasons.CHANGED_SINCE_VALIDATION, "its mask is drawn from annotations, which stayed with "
+                                                           "validation's spill of its record, and the spill is gone: "
+                                                           "run again to draw it")
     source = read_file(ref.mask, spec.max_file_bytes, "mask") if drawn.needs_file(ref.drawing) else b""
     return source if isinstance(source, Rejection) else drawn.drawn_mask(ref.drawing, source, spec.limits)
+
+
+def spilled_ref(ref: PairRef) -> PairRef:
+    """``ref`` once validation spilled its record (the writer copies it from there): a drawn mask's annotations are
+    left behind (drawn.SPILLED), so that the records crossing the shuffles after validation, and a shard's group
+    in the writer, are as small as for a mask file. A writer that finds the spill gone rejects such a pair as
+    ``changed_since_validation``, saying so; the next run draws it again."""
+    return dataclasses.replace(ref, drawing=drawn.SPILLED) if ref.drawing else ref
 
 
 def mask_version(ref: PairRef, file_version) -> Optional[str]:

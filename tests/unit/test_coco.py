@@ -5,6 +5,7 @@ maps ``coco``, ``coco_panoptic`` and ``sa1b`` against the published definitions 
 
 import io
 import json
+import zlib
 
 import numpy as np
 import pytest
@@ -118,7 +119,7 @@ def test_an_images_records_make_its_pair_with_its_split_and_drawing():
     assert isinstance(pair, PairRef)
     assert (pair.key, pair.source_id, pair.image, pair.metadata) == (
         "annotations/instances_train2017.json#7", "train2017/a.jpg", "/d/train2017/a.jpg", (("split", "train"),))
-    assert json.loads(pair.drawing) == {"kind": "instances", "height": 4, "width": 4, "background": 0, "void": 255,
+    assert coco.unpacked_drawing(pair.drawing) == {"kind": "instances", "height": 4, "width": 4, "background": 0, "void": 255,
                                         "crowd": "ignore", "annotations": [[3, 1, 0, SQUARE]]}
 
 
@@ -141,7 +142,7 @@ def test_records_that_make_no_pair_are_an_outcome_with_a_reason(records, status,
 def draw(annotations, height=6, width=6, crowd=coco.CROWD_IGNORE, kind=coco.INSTANCES, void=255) -> np.ndarray:
     spec = {"kind": kind, "height": height, "width": width, "void": void, "crowd": crowd,
             "background": 0 if kind == coco.INSTANCES else void, "annotations": annotations}
-    data = drawn.drawn_mask(coco.canonical(spec), b"", LIMITS)
+    data = drawn.drawn_mask(coco.packed_drawing(spec), b"", LIMITS)
     return data if isinstance(data, reasons.Rejection) else np.asarray(Image.open(io.BytesIO(data)))
 
 
@@ -186,7 +187,7 @@ def test_polygons_compressed_and_uncompressed_rle_draw_the_same_region():
 
 
 def test_a_category_id_above_254_draws_a_16_bit_mask_a_value_map_reads():
-    data = drawn.drawn_mask(coco.canonical({"kind": coco.INSTANCES, "height": 2, "width": 3, "void": 65535,
+    data = drawn.drawn_mask(coco.packed_drawing({"kind": coco.INSTANCES, "height": 2, "width": 3, "void": 65535,
                                             "crowd": "ignore", "background": 0,
                                             "annotations": [[1, 300, 0, box(0, 0, 2, 2)], [2, 7, 1, box(2, 0, 3, 2)]]}),
                             b"", LIMITS)
@@ -233,12 +234,12 @@ def test_a_panoptic_pngs_segments_become_their_categories_and_unlabeled_void():
     ids = np.array([[0, 70000, 70000], [5, 5, 0]])
     segments = [[70000, 184, 0], [5, 1, 1]]
     spec = {"kind": coco.PANOPTIC, "void": 255, "crowd": coco.CROWD_IGNORE, "segments": segments}
-    assert np.asarray(Image.open(io.BytesIO(drawn.drawn_mask(coco.canonical(spec), panoptic_png(ids), LIMITS)))
+    assert np.asarray(Image.open(io.BytesIO(drawn.drawn_mask(coco.packed_drawing(spec), panoptic_png(ids), LIMITS)))
                       ).tolist() == [[255, 184, 184], [255, 255, 255]]
     spec["crowd"] = coco.CROWD_CLASS
-    assert np.asarray(Image.open(io.BytesIO(drawn.drawn_mask(coco.canonical(spec), panoptic_png(ids), LIMITS)))
+    assert np.asarray(Image.open(io.BytesIO(drawn.drawn_mask(coco.packed_drawing(spec), panoptic_png(ids), LIMITS)))
                       ).tolist() == [[255, 184, 184], [1, 1, 255]]
-    unlisted = drawn.drawn_mask(coco.canonical(spec), panoptic_png(ids + (ids == 5) * 2), LIMITS)
+    unlisted = drawn.drawn_mask(coco.packed_drawing(spec), panoptic_png(ids + (ids == 5) * 2), LIMITS)
     assert unlisted.reason == reasons.ANNOTATION_INVALID and "segment ids [7]" in unlisted.detail
 
 
@@ -256,8 +257,9 @@ def test_sa1b_draws_foreground_or_the_category_given():
 
 
 def test_the_pre_key_changes_with_the_drawing_and_names_the_rules():
-    one, two = (coco.canonical({"kind": coco.INSTANCES, "annotations": [[1, c, 0, SQUARE]]}) for c in (1, 2))
-    assert drawn.pre_key(one) != drawn.pre_key(two) and drawn.pre_key(one) == drawn.pre_key(bytes(one))
+    one, two = (coco.packed_drawing({"kind": coco.INSTANCES, "annotations": [[1, c, 0, SQUARE]]}) for c in (1, 2))
+    assert drawn.pre_key(one) != drawn.pre_key(two)
+    assert drawn.pre_key(one) == drawn.pre_key(zlib.compress(zlib.decompress(one), 9))      # of the drawing, not zlib's
     assert drawn.pre_key(one).startswith(f"drawn{drawn.RULES}:pycocotools-")
 
 
@@ -303,3 +305,18 @@ def test_a_truncated_file_is_one_line_naming_it(tmp_path):
         io_coco.read_categories(str(path))
     with pytest.raises(IOError, match="cannot read the annotation file"):
         list(io_coco.records(str(path), io_coco.ANNOTATIONS, coco.INSTANCES))
+
+
+def test_a_spilled_pairs_annotations_stay_behind_and_a_lost_spill_is_named():
+    from beam_pipeline.stages import pairs
+    from beam_pipeline.stages.specs import CheckSpec
+    drawing = coco.packed_drawing({"kind": coco.INSTANCES, "height": 2, "width": 2, "void": 255, "crowd": "ignore",
+                                   "background": 0, "annotations": [[1, 3, 0, SQUARE]]})
+    ref = PairRef(key="k", source_id="a.jpg", image="/d/a.jpg", mask="/d/x.json#1", drawing=drawing)
+    spilled = pairs.spilled_ref(ref)
+    assert spilled.drawing == drawn.SPILLED and len(spilled.drawing) < len(drawing)
+    assert pairs.spilled_ref(PairRef(key="k", source_id="a", image="a", mask="m.png")).drawing == b""
+    lost = pairs.read_mask(spilled, CheckSpec("segmentation", LIMITS))
+    assert lost.reason == reasons.CHANGED_SINCE_VALIDATION and "run again to draw it" in lost.detail
+    assert np.asarray(Image.open(io.BytesIO(pairs.read_mask(ref, CheckSpec("segmentation", LIMITS))))).tolist() == [
+        [3, 3], [3, 3]]

@@ -28,6 +28,7 @@ mask's pre-key in the verdict cache (:func:`pre_key`): an unchanged re-run draws
 import hashlib
 import importlib.metadata
 import json
+import zlib
 from typing import List, Tuple, Union
 
 import numpy as np
@@ -41,14 +42,15 @@ from beam_pipeline.core.reasons import Rejection
 RULES = 1                    # raised with any change here that can change a drawn mask
 SA1B = "sa1b"
 FOREGROUND = 1               # SA-1B: an annotation without a category
-SA1B_DRAWING = coco.canonical({"kind": SA1B})
+SA1B_DRAWING = coco.packed_drawing({"kind": SA1B})
+SPILLED = b"spilled"         # a pair's drawing once validation spilled its record (stages/pairs.spilled_ref)
 _READ_AS_COLOURS = MaskMap(COLORS, source="a panoptic PNG")
 _PYCOCOTOOLS = importlib.metadata.version("pycocotools")
 _COCO_ERRORS = (TypeError, ValueError, KeyError, IndexError, OverflowError, AttributeError)
 
 
 def drawing_kind(drawing: bytes) -> str:
-    return json.loads(drawing)["kind"]
+    return coco.unpacked_drawing(drawing)["kind"]
 
 
 def needs_file(drawing: bytes) -> bool:
@@ -58,12 +60,13 @@ def needs_file(drawing: bytes) -> bool:
 
 def pre_key(drawing: bytes) -> str:
     """What the drawn mask depends on beyond a mask file's version: the rules, pycocotools, the drawing."""
-    return f"drawn{RULES}:pycocotools-{_PYCOCOTOOLS}:{hashlib.sha256(drawing).hexdigest()[:32]}"
+    text = zlib.decompress(drawing)                  # the canonical JSON: zlib's bytes may differ between its versions
+    return f"drawn{RULES}:pycocotools-{_PYCOCOTOOLS}:{hashlib.sha256(text).hexdigest()[:32]}"
 
 
 def drawn_mask(drawing: bytes, source: bytes, limits: pixels.Limits) -> Union[bytes, Rejection]:
     """The PNG of category ids a drawing gives (module docstring); ``source``: the mask file's bytes, or b""."""
-    spec = json.loads(drawing)
+    spec = coco.unpacked_drawing(drawing)
     kind = spec["kind"]
     if kind == coco.PANOPTIC:
         values = draw_panoptic(spec, source, limits)
