@@ -79,8 +79,8 @@ def annotated(config: CorpusConfig, layout: Layout, root: str, relatives: Sequen
     files = tuple(_annotation_file(root, relative, kind) for relative in relatives)
     void = coco.void_of(categories)
     config = dataclasses.replace(config, annotations=Annotations(kind, files, config.coco_crowd, void))
-    if config.maps.label_map or config.maps.color_map:
-        return config                                 # the user's map reads the category ids drawn
+    if config.maps.any:
+        return config                                 # any map option of the user's reads the category ids drawn
     return _category_map(config, kind, categories, void, relatives[0])
 
 

@@ -10,18 +10,17 @@ files' names, class names from their categories (tests/published.py); the counts
 annotation and the orphan annotation; an unchanged re-run reuses every verdict.
 """
 
-import io
 import json
 
 import numpy as np
 import pytest
-import tensorflow as tf
 from PIL import Image
 from pycocotools import mask as coco_mask
 from pycocotools.coco import COCO
 
 from coco_corpora import (BORDER, ORPHAN_IMAGE_ID, photo_and_regions, write_instances, write_panoptic, write_sa1b)
 from conftest import dataset_dir, run_cli
+from layout_corpora import stored_masks
 from published import COCO_PANOPTIC_CATEGORIES, COCO_THING_CATEGORIES
 
 INSTANCES = 10
@@ -38,20 +37,6 @@ def instances(tmp_path_factory):
             for crowd in ("ignore", "class")}
     again = run_cli("--input", root / "coco", "--output", root / "out_ignore", "--layout", "coco", "--overwrite")
     return root, written, runs, again
-
-
-def _stored(out) -> dict:
-    """{source id: (stored mask, split)} of every record the version holds."""
-    manifest = json.loads((out / "manifest.json").read_text())
-    found = {}
-    for split, entry in manifest["splits"].items():
-        for shard in entry["shards"]:
-            for record in tf.data.TFRecordDataset(str(out / shard["path"])):
-                example = tf.train.Example.FromString(record.numpy()).features.feature
-                source = example["image/source_id"].bytes_list.value[0].decode()
-                mask = example["image/segmentation/class/encoded"].bytes_list.value[0]
-                found[source] = (np.asarray(Image.open(io.BytesIO(mask))), split)
-    return found
 
 
 def _expected_instances(root, crowd: str) -> dict:
@@ -75,7 +60,7 @@ def _expected_instances(root, crowd: str) -> dict:
 @pytest.mark.parametrize("crowd", ["ignore", "class"])
 def test_instances_masks_are_annToMask_painted_largest_first(instances, crowd):
     root, written, runs, _ = instances
-    stored = _stored(root / f"out_{crowd}")
+    stored = stored_masks(root / f"out_{crowd}")
     expected = _expected_instances(root, crowd)
     assert sorted(stored) == sorted(expected) == sorted(written)
     for source, (mask, _) in stored.items():
@@ -86,7 +71,7 @@ def test_instances_masks_are_annToMask_painted_largest_first(instances, crowd):
 
 def test_instances_splits_classes_and_counts_come_from_the_files(instances):
     root, written, runs, _ = instances
-    stored = _stored(root / "out_ignore")
+    stored = stored_masks(root / "out_ignore")
     assert {source: split for source, (_, split) in stored.items()} == written
     manifest = json.loads((root / "out_ignore" / "manifest.json").read_text())
     assert manifest["class_names"] == ["background"] + [c["name"] for c in sorted(COCO_THING_CATEGORIES,
@@ -112,18 +97,18 @@ def test_an_unchanged_rerun_draws_and_validates_nothing(instances):
 def panoptic(tmp_path_factory):
     root = tmp_path_factory.mktemp("panoptic")
     truth = write_panoptic(root / "coco", 6)
-    return root, truth, run_cli("--input", root / "coco", "--output", root / "out", *FAST)
+    return root, truth, run_cli("--input", root / "coco", "--output", root / "out", "--split_names", "val=test", *FAST)
 
 
-def test_panoptic_is_recognised_and_its_masks_are_the_segments_categories(panoptic):
+def test_panoptic_is_recognised_and_its_masks_are_the_segments_categories_in_renamed_splits(panoptic):
     root, truth, completed = panoptic
     first = completed.stderr.strip().splitlines()[0]
     assert "(layout coco_panoptic: " in first, first
-    stored = _stored(root / "out")
+    stored = stored_masks(root / "out")
     assert sorted(stored) == sorted(truth)
     for source, (mask, split) in stored.items():
         assert np.array_equal(mask, truth[source][0]), source
-        assert split == truth[source][1]
+        assert split == {"val": "test"}.get(truth[source][1], truth[source][1])         # --split_names renames
     manifest = json.loads((root / "out" / "manifest.json").read_text())
     assert manifest["class_names"] == [c["name"] for c in sorted(COCO_PANOPTIC_CATEGORIES, key=lambda c: c["id"])]
 
@@ -131,7 +116,7 @@ def test_panoptic_is_recognised_and_its_masks_are_the_segments_categories(panopt
 def test_sa1b_masks_are_foreground_where_any_annotation_is(tmp_path):
     written = write_sa1b(tmp_path / "sa1b", 5)
     run_cli("--input", tmp_path / "sa1b", "--output", tmp_path / "out", "--layout", "sa1b", *FAST)
-    stored = _stored(tmp_path / "out")
+    stored = stored_masks(tmp_path / "out")
     assert sorted(stored) == sorted(written)
     for source, (mask, _) in stored.items():
         record = json.loads((tmp_path / "sa1b" / source).with_suffix(".json").read_text())
@@ -150,7 +135,7 @@ def test_a_coco_file_as_input_is_read_with_its_own_categories_16_bit_ids_too(tmp
     assert "(layout coco: " in completed.stderr.strip().splitlines()[0]
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert manifest["class_names"] == ["background", "kettle", "teapot", "mug"]
-    stored = _stored(tmp_path / "out")
+    stored = stored_masks(tmp_path / "out")
     coco = COCO(str(tmp_path / "kitchen" / "annotations" / "instances_train2017.json"))
     classes = {7: 1, 300: 2, 1000: 3}
     assert set(stored) == {f"train2017/{image['file_name']}" for image in coco.imgs.values()}

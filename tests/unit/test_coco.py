@@ -320,3 +320,15 @@ def test_a_spilled_pairs_annotations_stay_behind_and_a_lost_spill_is_named():
     assert lost.reason == reasons.CHANGED_SINCE_VALIDATION and "run again to draw it" in lost.detail
     assert np.asarray(Image.open(io.BytesIO(pairs.read_mask(ref, CheckSpec("segmentation", LIMITS))))).tolist() == [
         [3, 3], [3, 3]]
+
+
+@pytest.mark.parametrize("found, layout", [
+    ({"annotations/instances_*.json"}, "coco"),
+    ({"annotations/instances_*.json", "annotations/panoptic_*.json"}, "coco_panoptic"),
+    ({"sa_*.json|*/sa_*.json"}, "sa1b"),
+    ({"annotations/stuff_*.json"}, None),                  # stuff alone: --layout coco says so
+])
+def test_auto_recognises_the_coco_layouts_by_their_files(found, layout):
+    from beam_pipeline.core import layouts
+    detected = layouts.detect(lambda marker: marker in found)
+    assert (detected.name if detected else None) == layout
