@@ -19,7 +19,10 @@ from conftest import NUM_CLASSES, ROOT, assert_same_outputs
 
 
 def _run(args, **kwargs):
-    completed = subprocess.run(args, capture_output=True, text=True, timeout=600, **kwargs)
+    # Without PYTHONPATH: a source tree on it (PYTHONPATH=. while working in a checkout) would be imported
+    # instead of the installed package.
+    environment = {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}
+    completed = subprocess.run(args, capture_output=True, text=True, timeout=600, env=environment, **kwargs)
     assert completed.returncode == 0, f"{args}\n{completed.stdout[-2000:]}\n{completed.stderr[-4000:]}"
     return completed
 
@@ -41,13 +44,16 @@ def installed_python(tmp_path_factory):
     return python, site, folder
 
 
+PACKAGES = ("beam_pipeline", "trainer", "native_stderr", "command_console")
+
+
 def test_sdist_holds_every_module(installed_python):
     python, site, folder = installed_python
     source_modules = {os.path.relpath(os.path.join(d, f), ROOT)
-                      for package in ("beam_pipeline", "trainer")
+                      for package in PACKAGES
                       for d, _, files in os.walk(os.path.join(ROOT, package)) for f in files if f.endswith(".py")}
     installed = {os.path.relpath(os.path.join(d, f), site)
-                 for package in ("beam_pipeline", "trainer")
+                 for package in PACKAGES
                  for d, _, files in os.walk(os.path.join(site, package)) for f in files if f.endswith(".py")}
     assert installed == source_modules
     shipped = sorted(os.listdir(os.path.join(ROOT, "beam_pipeline", "core", "masks", "shipped")))
