@@ -48,7 +48,8 @@ def _annotations(photo: int) -> list[str]:
 
 
 def _annotation(opening: str, image_id: int, category_id: int, ident: int) -> str:
-    return f'{opening}, "image_id": {image_id}, "bbox": [0.0, 0.0, 1.0, 1.0], "category_id": {category_id}, "id": {ident}}}'
+    return (f'{opening}, "image_id": {image_id}, "bbox": [0.0, 0.0, 1.0, 1.0], "category_id": {category_id}, '
+            f'"id": {ident}}}')
 
 
 def ensure_pool(workdir: Path, photos: int) -> tuple[Path, list[list[str]]]:

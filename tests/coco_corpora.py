@@ -119,7 +119,8 @@ def write_panoptic(out: Path, images: int) -> Dict[str, Tuple[np.ndarray, str]]:
         for k, value in enumerate(region_values(regions)):
             segment = 70_001 + index * 1009 + k * 257 if k % 2 == 0 else 1 + index * 31 + k
             crowd = int(index % 2 == 0 and k == 1)
-            category = things[(index + k) % len(things)] if crowd else categories[(value * 17 + index) % len(categories)]
+            category = (things[(index + k) % len(things)] if crowd
+                        else categories[(value * 17 + index) % len(categories)])
             ids[regions == value] = segment
             if not crowd:
                 classes[regions == value] = categories.index(category)

@@ -24,7 +24,7 @@ import json
 import posixpath
 import re
 import zlib
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Iterable, List, Optional, Sequence, Tuple, Union
 
 from beam_pipeline.core import paths, reasons
 from beam_pipeline.core.records import FILTERED, REJECTED, Outcome, PairRef
@@ -88,7 +88,6 @@ def split_of(name: str) -> str:
     """The split an annotation file's name gives: its set without the year (``train2017`` is ``train``)."""
     found = _YEAR.match(set_name(name))
     return (found.group(1).rstrip("_-") or set_name(name)) if found else set_name(name)
-
 
 
 # --------------------------------------------------------------------------
@@ -187,8 +186,8 @@ def annotated_pair(root: str, annotations: Annotations, file: AnnotationFile, im
     where = f"{paths.join(root, file.path)}#{image_id}"
     if not images:
         ids = sorted(str(a[0]) if isinstance(a, list) else str(a.get("file_name")) if a else "?" for a in found)
-        return Outcome(REJECTED, reasons.ORPHAN_ANNOTATION,
-                       f"{len(found)} annotation(s) ({', '.join(ids[:5])}{', ...' if len(ids) > 5 else ''}) of image id "
+        named = ", ".join(ids[:5]) + (", ..." if len(ids) > 5 else "")
+        return Outcome(REJECTED, reasons.ORPHAN_ANNOTATION, f"{len(found)} annotation(s) ({named}) of image id "
                        f"{image_id}, which the images of {file.path} do not list", key=key, image=None, mask=where)
     image = images[0]
     name = image.get("file_name")

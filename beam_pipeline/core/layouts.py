@@ -43,7 +43,7 @@ class Layout:
     split_files: Tuple[str, ...] = ()             # split files: globs of the files; a file's stem is its split
     images: Tuple[str, ...] = ()                  # folders: globs of the images
     mask_rule: Tuple[str, str] = ("", "")         # folders: (regex over an image path, replacement): its mask
-    masks: str = ""                               # folders: glob of the masks (orphans are found against it; | joins globs)
+    masks: str = ""                               # folders: glob(s, joined by |) of the masks, to find orphans
     split_from_path: str = ""                     # folders: regex whose group 1 is an image path's split
     split_names: Tuple[Tuple[str, str], ...] = ()  # the dataset's split names -> this project's
     map_option: str = ""                          # --label_map or --color_map, when its masks need a map

@@ -93,6 +93,9 @@ def _categories(root: str, relatives: Sequence[str]):
             categories = coco.checked_categories(found, path)
         except CocoError as error:
             raise CorpusOptionsError(str(error)) from None
+        except OSError as error:
+            raise CorpusOptionsError(f"cannot read the annotation file {path}: "
+                                     f"{str(error).splitlines()[0] if str(error) else type(error).__name__}") from None
         _LOG.debug("%s: %d categories, read %s", path, len(categories), how)
         if first is not None and categories != first[1]:
             raise CorpusOptionsError(f"{path} and {first[0]} list other categories: every annotation file of a run "
@@ -112,7 +115,8 @@ def _annotation_file(root: str, relative: str, kind: str) -> AnnotationFile:
                                  f"{paths.join(root, set_)}/ (or images/{set_}/ there)")
     masks = ""
     if kind == coco.PANOPTIC:
-        pngs = (paths.join(ANNOTATIONS_FOLDER, f"panoptic_{set_}"), f"panoptic_{set_}", paths.join(here, f"panoptic_{set_}"))
+        name = f"panoptic_{set_}"
+        pngs = (paths.join(ANNOTATIONS_FOLDER, name), name, paths.join(here, name))
         masks = io_coco.first_folder(root, pngs)
         if masks is None:
             raise CorpusOptionsError(f"{paths.join(root, relative)}: no folder of its panoptic PNGs; expected "

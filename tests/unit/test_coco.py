@@ -119,8 +119,8 @@ def test_an_images_records_make_its_pair_with_its_split_and_drawing():
     assert isinstance(pair, PairRef)
     assert (pair.key, pair.source_id, pair.image, pair.metadata) == (
         "annotations/instances_train2017.json#7", "train2017/a.jpg", "/d/train2017/a.jpg", (("split", "train"),))
-    assert coco.unpacked_drawing(pair.drawing) == {"kind": "instances", "height": 4, "width": 4, "background": 0, "void": 255,
-                                        "crowd": "ignore", "annotations": [[3, 1, 0, SQUARE]]}
+    assert coco.unpacked_drawing(pair.drawing) == {"kind": "instances", "height": 4, "width": 4, "background": 0,
+                                                   "void": 255, "crowd": "ignore", "annotations": [[3, 1, 0, SQUARE]]}
 
 
 @pytest.mark.parametrize("records, status, reason, detail", [

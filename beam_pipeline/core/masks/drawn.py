@@ -163,7 +163,8 @@ def compressed_total(counts) -> Union[int, str]:
 
 def _order(item: Tuple[object, int, dict]):
     ident = item[0]
-    return (-int(coco_mask.area(item[2])),) + ((0, ident, "") if isinstance(ident, (int, float)) else (1, 0, str(ident)))
+    by_id = (0, ident, "") if isinstance(ident, (int, float)) else (1, 0, str(ident))     # numbers first, then text
+    return (-int(coco_mask.area(item[2])),) + by_id
 
 
 def paint(height: int, width: int, background: int, void: int,
