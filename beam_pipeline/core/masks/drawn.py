@@ -23,6 +23,14 @@ An annotation that cannot be drawn (a malformed polygon or RLE, an RLE of anothe
 the image, a category id the mask cannot hold, a panoptic segment id ``segments_info`` does not list) rejects the
 pair as ``annotation_invalid``, naming it. The drawing's digest, with :data:`RULES` and pycocotools' version, is the
 mask's pre-key in the verdict cache (:func:`pre_key`): an unchanged re-run draws nothing.
+
+Why masks are drawn where their bytes are read (validation; the writer only without validation's spill; ``--plan``)
+rather than into PNG files under the output's cache folder at discovery, which later stages would read as ordinary
+files: those files would be a second copy of every mask on the output's store (a PUT each on an object store), and
+the cache's collection after a commit keeps only the committing run's verdicts, so keeping exactly the masks the
+published version needs would take a list per version and a join at every commit; ``--plan`` writes nothing. Here
+only annotations (metadata, compressed) cross the shuffles, never pixels, and a pair whose record was spilled leaves
+them behind (stages/pairs.spilled_ref). docs/layouts-coco.md gives the whole argument.
 """
 
 import hashlib
