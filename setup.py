@@ -32,6 +32,9 @@ setuptools.setup(
         # TensorFlow's decode ops was measured on these builds (docs/validation.md).
         "imagecodecs==2026.3.6",
         "simplejpeg==1.9.0",
+        # COCO layouts: masks drawn from polygons and RLE, annotation files streamed (docs/layouts-coco.md).
+        "pycocotools==2.0.11",
+        "ijson==3.6.0",
         "google-crc32c>=1.5",
         "crcmod>=1.7",  # Beam warns at import without it
         "boto3>=1.44.8,<2",  # Beam's S3 filesystem (s3:// input and output); exact pins in requirements.txt

@@ -13,10 +13,12 @@ own taken from the published definitions (tests/published.py), never the product
 * ``cityscapes``: ``leftImg8bit/<split>/<city>/`` and ``gtFine/<split>/<city>/*_gtFine_labelIds.png``;
 * ``ade20k``: ``images/{training,validation}/`` and ``annotations/`` (0 other, class k stored as k + 1).
 
-``write_layout(kind, out, pairs)`` returns ``{image path relative to out: (true mask, split as published)}``.
+``write_layout(kind, out, pairs)`` returns ``{image path relative to out: (true mask, split as published)}``;
+``stored_masks(out)`` reads a published output's masks back with tf.data (also for tests/coco_corpora.py's runs).
 """
 
 import io
+import json
 from pathlib import Path
 from typing import Dict, Tuple
 
@@ -132,3 +134,18 @@ def write_layout(kind: str, out: Path, pairs: int) -> Dict[str, Tuple[np.ndarray
         _lines(out / "annotations/list.txt", header + [f"{s} 1 1 1" for stems in splits.values() for s in stems])
     assert set(PET_TRIMAP) == {1, 2, 3} and len(VOC_CLASSES) == 21
     return truth
+
+
+def stored_masks(out: Path) -> Dict[str, Tuple[np.ndarray, str]]:
+    """{source id: (stored mask, split)} of every record the published version holds, read with tf.data."""
+    import tensorflow as tf
+    manifest = json.loads((Path(out) / "manifest.json").read_text())
+    found = {}
+    for split, entry in manifest["splits"].items():
+        for shard in entry["shards"]:
+            for record in tf.data.TFRecordDataset(str(Path(out) / shard["path"])):
+                example = tf.train.Example.FromString(record.numpy()).features.feature
+                source = example["image/source_id"].bytes_list.value[0].decode()
+                mask = example["image/segmentation/class/encoded"].bytes_list.value[0]
+                found[source] = (np.asarray(Image.open(io.BytesIO(mask))), split)
+    return found

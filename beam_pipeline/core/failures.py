@@ -15,6 +15,8 @@ from typing import Dict, Optional
 _OURS = re.compile(r"cannot write '([^']+)': ([^\n\[]+?)(?:\s*\[while running|\s*$|\n)", re.MULTILINE)
 _OURS_READ = re.compile(r"cannot read the published '([^']+)': ([^\n\[]+?)(?:\s*\[while running|\s*$|\n)",
                         re.MULTILINE)
+_INPUT = re.compile(r"cannot read the annotation file '([^']+)': ([^\n\[]+?)(?:\s*\[while running|\s*$|\n)",
+                    re.MULTILINE)
 _ERRNO = re.compile(r"\[Errno (\d+)\] ([^:\n\[]+?)(?::\s*'([^']+)')?(?:\s*\[while running|\s*$|\n|')", re.MULTILINE)
 _STEP = re.compile(r"while running '([^']+)'")
 # Causes that are about where the output goes, not about the program (errno codes).
@@ -41,7 +43,8 @@ def read_failed(path: str, error: Exception) -> OSError:
 
 
 def describe_failure(text: str, step_files: Dict[str, str], written_under: str = "") -> Optional[str]:
-    """``cannot write <file>: <cause>`` from a failed run's error text, or None when no write failed.
+    """``cannot write <file>: <cause>`` from a failed run's error text, or None when no write failed (an annotation
+    file that breaks off while it is streamed, io/coco.py, is named the same way: it is found only then).
 
     ``step_files``: a step label (or a prefix of one) -> the file or folder that step writes, for
     errors whose text names no file (Beam's text sink and TensorFlow report only the cause).
@@ -51,6 +54,9 @@ def describe_failure(text: str, step_files: Dict[str, str], written_under: str =
     ours = _OURS.search(text)
     if ours:
         return f"cannot write {ours.group(1)}: {ours.group(2).strip()}"
+    broken = list(_INPUT.finditer(text))             # the last: the message (a traceback quotes the source first)
+    if broken:
+        return f"cannot read the annotation file {broken[-1].group(1)}: {broken[-1].group(2).strip()}"
     read = _OURS_READ.search(text)
     if read:
         return (f"the published version's {read.group(1)} could not be read during the run "

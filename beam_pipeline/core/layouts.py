@@ -8,8 +8,13 @@ A layout is a small declaration, one of three families:
   the image and the mask paths are templates of the stem;
 * **folders** (Cityscapes, ADE20K, a labelme2voc export without split files): the images matched by globs, each
   image's mask at a path a rule gives, the split from the path (or by hash, as for any folder);
-* **annotations** (COCO instances and stuff, COCO panoptic): masks drawn from an annotation file
-  (core/coco.py, io/coco.py).
+* **annotations** (COCO instances and stuff, COCO panoptic): masks drawn from an annotation file, streamed and
+  grouped by image in the pipeline (core/coco.py, io/coco.py, stages/annotations.py; docs/layouts-coco.md).
+
+A layout's masks may be *drawn* rather than read (``drawing``: core/masks/drawn.py): COCO's polygons and RLE, a
+panoptic PNG's segments through the annotation file's ``segments_info``, SA-1B's per-image JSON files. SA-1B keeps
+each image's annotations in a file beside it, so it is paired like a folder layout (``sa_<n>.jpg`` with
+``sa_<n>.json``) and only its masks are drawn.
 
 Each names the shipped map its masks need (core/masks/shipped/), and maps the dataset's split names to this
 project's (Pet's ``trainval`` is ``train``); ``--label_map``, ``--color_map`` and ``--split_names`` override them.
@@ -38,13 +43,15 @@ class Layout:
     split_files: Tuple[str, ...] = ()             # split files: globs of the files; a file's stem is its split
     images: Tuple[str, ...] = ()                  # folders: globs of the images
     mask_rule: Tuple[str, str] = ("", "")         # folders: (regex over an image path, replacement): its mask
-    masks: str = ""                               # folders: glob of the masks (orphans are found against it)
+    masks: str = ""                               # folders: glob(s, joined by |) of the masks, to find orphans
     split_from_path: str = ""                     # folders: regex whose group 1 is an image path's split
     split_names: Tuple[Tuple[str, str], ...] = ()  # the dataset's split names -> this project's
     map_option: str = ""                          # --label_map or --color_map, when its masks need a map
     map_name: str = ""                            # ... the shipped map
     reduce_zero_label: bool = False
     class_names_file: str = ""                    # a file of class names, one a line (labelme2voc)
+    annotation_globs: Tuple[str, ...] = ()        # annotations: globs of its annotation files, the first that matches
+    drawing: str = ""                             # how its masks are drawn (core/masks/drawn.py); "": read as files
 
     def split_name(self, split: str) -> str:
         return dict(self.split_names).get(split, split)
@@ -82,6 +89,16 @@ ADE20K_TREE = """ADEChallengeData2016/
   images/{training,validation}/ADE_<split>_<n>.jpg
   annotations/{training,validation}/ADE_<split>_<n>.png   0 other (ignored), 1..150 the classes"""
 
+COCO_TREE = """coco/
+  annotations/instances_{train,val}2017.json   (or stuff_{train,val}2017.json when there are no instances files)
+  {train,val}2017/<file_name>                  (or images/{train,val}2017/)"""
+COCO_PANOPTIC_TREE = """coco/
+  annotations/panoptic_{train,val}2017.json
+  annotations/panoptic_{train,val}2017/<name>.png   (or panoptic_{train,val}2017/ beside annotations/)
+  {train,val}2017/<file_name>                       (or images/{train,val}2017/)"""
+SA1B_TREE = """sa1b/
+  sa_<n>.jpg and sa_<n>.json   (or one folder per tar: sa_000000/sa_<n>.jpg, ...)"""
+
 LAYOUTS: Dict[str, Layout] = {layout.name: layout for layout in (
     Layout("voc", "PASCAL VOC 2012 segmentation", SPLIT_FILES, VOC_TREE,
            markers=("JPEGImages", "SegmentationClass", "ImageSets/Segmentation"),
@@ -106,6 +123,17 @@ LAYOUTS: Dict[str, Layout] = {layout.name: layout for layout in (
            mask_rule=(r"^images/(.*)\.jpg$", r"annotations/\1.png"), masks="annotations/*/*.png",
            split_from_path=r"^images/([^/]+)/", split_names=(("training", "train"), ("validation", "val")),
            map_option="--label_map", map_name="ade20k"),
+    Layout("coco", "COCO instances or stuff (annotation JSON)", ANNOTATIONS, COCO_TREE,
+           markers=("annotations/instances_*.json",),
+           annotation_globs=("annotations/instances_*.json", "annotations/stuff_*.json"),
+           map_option="--label_map", map_name="coco", drawing="coco"),
+    Layout("coco_panoptic", "COCO panoptic (annotation JSON and PNGs)", ANNOTATIONS, COCO_PANOPTIC_TREE,
+           markers=("annotations/panoptic_*.json",), annotation_globs=("annotations/panoptic_*.json",),
+           map_option="--label_map", map_name="coco_panoptic", drawing="coco_panoptic"),
+    Layout("sa1b", "SA-1B (per-image JSON of RLE masks)", FOLDERS, SA1B_TREE,
+           markers=("sa_*.json|*/sa_*.json",), images=("sa_*.jpg", "*/sa_*.jpg"),
+           mask_rule=(r"^(.*?)sa_([^/]*)\.jpg$", r"\1sa_\2.json"), masks="sa_*.json|*/sa_*.json",
+           map_option="--label_map", map_name="sa1b", drawing="sa1b"),
 )}
 
 
@@ -128,8 +156,10 @@ def stem_of_line(line: str) -> Optional[str]:
 
 
 def detect(exists) -> Optional[Layout]:
-    """The layout whose markers all exist (``exists(relative path)``), the most specific first; None when none."""
-    for name in ("voc", "voc_labelme", "pet", "cityscapes", "ade20k"):
+    """The layout whose markers all exist (``exists(relative path)``: a marker may be a glob, or globs joined by
+    ``|`` of which one must match), the most specific first; None when none. COCO panoptic before instances: a
+    folder with both is read as panoptic, whose masks cover every pixel (``--layout coco`` for the instances)."""
+    for name in ("voc", "voc_labelme", "pet", "cityscapes", "ade20k", "coco_panoptic", "coco", "sa1b"):
         layout = LAYOUTS[name]
         if all(exists(marker) for marker in layout.markers):
             return layout

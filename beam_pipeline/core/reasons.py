@@ -39,6 +39,8 @@ BAD_LISTING_ROW = "bad_manifest_row"     # A listing row without the required va
 FILTER_ERROR = "filter_error"            # --filter could not be evaluated on this row.
 CHANGED_SINCE_VALIDATION = "changed_since_validation"  # Bytes at write time differ from validation.
 PARENT_SHARD_MISSING = "parent_shard_missing"  # Its record was in a damaged parent shard, and its files are gone too.
+ORPHAN_ANNOTATION = "orphan_annotation"  # Annotations of an image id the annotation file's images do not list.
+ANNOTATION_INVALID = "annotation_invalid"  # An annotation its mask cannot be drawn from (core/masks/drawn.py).
 
 REJECT_REASONS = (
     MISSING_FILE, UNREADABLE, EMPTY_FILE, FILE_TOO_LARGE, UNDECODABLE, TRUNCATED,
@@ -46,6 +48,7 @@ REJECT_REASONS = (
     MASK_VALUE_OUT_OF_RANGE, MASK_VALUE_UNMAPPED, MASK_COLOR_UNKNOWN, MASK_ALPHA_PARTIAL, SIZE_MISMATCH,
     UNKNOWN_LABEL, ORPHAN_IMAGE, ORPHAN_MASK,
     PATH_OUTSIDE_ROOT, BAD_LISTING_ROW, FILTER_ERROR, CHANGED_SINCE_VALIDATION, PARENT_SHARD_MISSING,
+    ORPHAN_ANNOTATION, ANNOTATION_INVALID,
 )
 SOURCE_GONE = (MISSING_FILE, UNREADABLE, EMPTY_FILE)    # a pair's files can no longer give its record
 
@@ -59,3 +62,4 @@ FILTERED_BY_EXCLUDE = "exclude_glob"
 FILTERED_BY_SAMPLING = "sample_fraction"
 FILTERED_BY_MAX_EXAMPLES = "max_examples"
 FILTERED_BY_LABEL_MAP = "label_map_ignore"   # Classification: --label_map sends the label to ignore.
+FILTERED_NO_ANNOTATIONS = "no_annotations"   # An annotation file lists the image but no annotation of it.

@@ -89,6 +89,7 @@ class PairRef(_CompactPickle):
     label: Optional[str] = None       # Classification only: a class name or id, as given.
     metadata: Metadata = ()           # Listing columns other than image/mask/label.
     split: Optional[str] = None       # Set by the selection (which also drops the metadata).
+    drawing: bytes = b""              # A mask drawn from annotations (core/masks/drawn.py): what draws it; b"": a file.
 
     def meta(self) -> dict:
         return dict(self.metadata)

@@ -51,9 +51,14 @@ def split_file_pairs(root: str, layout: layouts.Layout, relative: str) -> Iterat
 
 
 def exists_under(root: str):
-    """``exists(relative)`` for core/layouts.detect: a file, or a folder holding one, below ``root``."""
+    """``exists(relative)`` for core/layouts.detect: a file, or a folder holding one, below ``root``; a glob that
+    matches a file; one of globs joined by ``|``."""
     def exists(relative: str) -> bool:
+        if "|" in relative:
+            return any(exists(one) for one in relative.split("|"))
         path = paths.join(root, relative)
+        if "*" in relative:
+            return any(result.metadata_list for result in FileSystems.match([path], limits=[1]))
         return FileSystems.exists(path) or folders.folder_exists(path)
     return exists
 

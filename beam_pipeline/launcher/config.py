@@ -10,6 +10,7 @@ from typing import Optional, Tuple
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from beam_pipeline.core import layout, paths
+from beam_pipeline.core.coco import CROWD_IGNORE, Annotations
 from beam_pipeline.core.pixels import Limits
 from beam_pipeline.core.filter_expr import FilterExpression, parse_filter
 from beam_pipeline.core.masks.maps import LabelMap, MaskMap
@@ -25,6 +26,8 @@ from beam_pipeline.stages.specs import (CLASS_FOLDERS, LAYOUT, LISTING, PAIRED, 
 LISTING_SUFFIXES = (".csv", ".jsonl", ".json", ".parquet")
 MASK_FORMATS = ("png", "tiff")
 INPUT_FORMAT_ALIASES = {"manifest": LISTING}     # the command line's older name for a listing file
+NUM_CLASSES_REQUIRED = ("--num_classes is required, except for one folder per class (the folders are counted) and "
+                        "with a map that names the classes")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,6 +86,8 @@ class CorpusConfig:
     allow_no_train: bool = False
     mask_map: Optional[MaskMap] = None      # the map read from ``maps`` (launcher/maps.py): mask values to classes
     label_map: Optional[LabelMap] = None    # ... or, for classification, labels to classes
+    coco_crowd: str = CROWD_IGNORE          # --coco_crowd: COCO crowds drawn as ignore or as their category
+    annotations: Optional[Annotations] = None   # COCO layouts: their files and drawing rules (launcher/coco.py)
 
     @property
     def num_classes(self) -> int:
@@ -100,7 +105,8 @@ class CorpusConfig:
 
     def discover_spec(self) -> DiscoverSpec:
         return DiscoverSpec(self.input, self.input_format, self.task, self.image_globs, self.mask_template,
-                            allow_outside_root=self.allow_outside_root, layout=self.layout)
+                            allow_outside_root=self.allow_outside_root, layout=self.layout,
+                            annotations=self.annotations)
 
     def select_spec(self, split: SplitSpec) -> SelectSpec:
         """``split``: where splits come from, as decided at launch (launch.resolve_inputs)."""
@@ -177,6 +183,8 @@ def _detect_input_format(opts: CorpusOptions) -> str:
         return LAYOUT
     if opts.input_format != "auto":
         return INPUT_FORMAT_ALIASES.get(opts.input_format, opts.input_format)
+    if opts.input.lower().endswith(".json") and opts.layout == AUTO and opts.task == "segmentation":
+        return LAYOUT                 # a COCO annotation file, or a JSON-lines listing: told apart at launch
     if opts.input.lower().endswith(LISTING_SUFFIXES):
         return LISTING
     if opts.mask_template:
@@ -200,8 +208,7 @@ def to_config(opts: PipelineOptions) -> CorpusConfig:
     _check_maps(maps, o.task)
     input_format = _detect_input_format(o)
     if o.num_classes is None and not maps.any and input_format not in (CLASS_FOLDERS, LAYOUT):
-        _fail("--num_classes is required, except for one folder per class (the folders are counted) and with a "
-              "map that names the classes")
+        _fail(NUM_CLASSES_REQUIRED)
     ignore = None if o.ignore_label == -1 else o.ignore_label
     class_names = csv_list(o.class_names) if o.class_names else ()
     if o.num_classes is not None:        # else the map or the class folders give it (maps.py, launch.py check it)
@@ -294,6 +301,7 @@ def to_config(opts: PipelineOptions) -> CorpusConfig:
         layout=o.layout if input_format == LAYOUT else "",
         split_names=split_names,
         allow_no_train=o.allow_no_train,
+        coco_crowd=o.coco_crowd,
     )
 
 

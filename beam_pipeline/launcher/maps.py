@@ -26,16 +26,22 @@ def load_maps(config: CorpusConfig) -> CorpusConfig:
         name = maps.color_map or maps.label_map
         kind = lm.COLORS if maps.color_map else lm.LABELS if config.task == "classification" else lm.VALUES
         data, shipped = _map_bytes(option, name)
-        where = f"{option} {name}"
-        try:
-            rows = lm.parse_rows(data, kind, where)
-        except lm.MapError as error:
-            raise CorpusOptionsError(str(error)) from None
-        names = config.class_names or (shipped.class_names if shipped and shipped.class_names
-                                       else lm.names_in_map(rows))
-    else:                                            # --reduce_zero_label alone
-        option = where = "--reduce_zero_label"
-        kind, rows, data, names = lm.IDENTITY, [], b"", config.class_names
+        return with_map(config, kind, f"{option} {name}", data, shipped.class_names if shipped else ())
+    return _with_rows(config, lm.IDENTITY, "--reduce_zero_label", [], b"", config.class_names)  # alone
+
+
+def with_map(config: CorpusConfig, kind: str, where: str, data: bytes, class_names=()) -> CorpusConfig:
+    """``config`` with the map of a map file's bytes ``data`` (``where`` names it in messages; ``class_names``:
+    a shipped map's, or those of an annotation file's categories, launcher/coco.py), and what it gives."""
+    try:
+        rows = lm.parse_rows(data, kind, where)
+    except lm.MapError as error:
+        raise CorpusOptionsError(str(error)) from None
+    return _with_rows(config, kind, where, rows, data, config.class_names or class_names or lm.names_in_map(rows))
+
+
+def _with_rows(config: CorpusConfig, kind: str, where: str, rows, data: bytes, names) -> CorpusConfig:
+    maps = config.maps
     num_classes = config.limits.num_classes or len(names)
     if not num_classes:
         raise CorpusOptionsError(f"--num_classes is required: {where} gives class ids, not names")

@@ -39,7 +39,9 @@ class CorpusOptions(PipelineOptions):
             "--input", default=None,
             help="What to read. A listing file (.csv, .jsonl or .parquet; a 'manifest' of the raw corpus) with "
                  "columns image and mask (segmentation) or image and label (classification) plus any metadata "
-                 "columns; or a "
+                 "columns; a COCO annotation file (instances_*.json, stuff_*.json, panoptic_*.json: read as --layout "
+                 "coco or coco_panoptic, its images beside it as COCO ships them; a .json that is not one is a "
+                 "JSON-lines listing); or a "
                  "folder: with --mask_template it holds paired image/mask folders, and for "
                  "classification without one it holds one sub-folder per class. Local, gs:// or s3://.")
         group.add_argument(
@@ -69,10 +71,18 @@ class CorpusOptions(PipelineOptions):
             "--layout", default="auto", choices=(AUTO, NONE) + tuple(sorted(LAYOUT_NAMES)),
             help="A public dataset's folder as it ships, read with its own split files and pairing and no listing "
                  "(docs/layouts.md, which gives each tree): voc (PASCAL VOC 2012, and labelme2voc exports), pet "
-                 "(Oxford-IIIT Pet trimaps), cityscapes, ade20k (ADEChallengeData2016), coco (instances and "
-                 "stuff JSON), coco_panoptic. Each applies its shipped map unless --label_map or --color_map is "
-                 "given. auto (default): a segmentation --input folder without --mask_template is recognised by "
-                 "its folders, and the first line says which layout was chosen; none: never.")
+                 "(Oxford-IIIT Pet trimaps), cityscapes, ade20k (ADEChallengeData2016), coco (annotations/"
+                 "instances_*.json, else stuff_*.json: polygons and RLE drawn with pycocotools, the classes from "
+                 "the file's categories), coco_panoptic (panoptic_*.json and its PNGs), sa1b (SA-1B: sa_<n>.json "
+                 "beside each sa_<n>.jpg; masks drawn foreground 1, background 0). Each applies its shipped map (the "
+                 "COCO ones: the map of the file's categories) unless --label_map or --color_map is given. auto "
+                 "(default): a segmentation --input folder without --mask_template is recognised by its folders, "
+                 "and the first line says which layout was chosen; none: never.")
+        group.add_argument(
+            "--coco_crowd", default="ignore", choices=("ignore", "class"),
+            help="COCO layouts: how a crowd region (iscrowd 1, a panoptic crowd segment) is drawn. ignore (default): "
+                 "the ignore label, as COCO's evaluation treats crowds; class: its category. Overlapping annotations "
+                 "are drawn in decreasing area (the smaller in front), ties by annotation id (docs/layouts-coco.md).")
         group.add_argument(
             "--split_names", default=None,
             help="Rename the input's splits, as NAME=NEW pairs: trainval=train,minival=val. The split named train is "

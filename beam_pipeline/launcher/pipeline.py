@@ -78,7 +78,7 @@ def build_pipeline(p: beam.Pipeline, config: CorpusConfig, split_spec: SplitSpec
 
     Returns the PCollection holding the pending manifest's path (beam_pipeline/stages/publish.py).
     """
-    refs, unpaired = p | "ReadCorpus" >> ReadCorpus(config.discover_spec())
+    refs, unpaired = p | "ReadCorpus" >> ReadCorpus(config.discover_spec(), shuffle)
     # PairRef | rejected Outcome (bad rows, orphans, paths outside the root)
     discovered = ((refs | "CountPairs" >> beam.combiners.Count.Globally(),
                    unpaired | "CountUnpaired" >> beam.combiners.Count.Globally())

@@ -96,7 +96,7 @@ def _select(config: CorpusConfig, split_spec: SplitSpec, sample_size: int):
     selected_count = sum(by_split.values())
     if config.max_examples is not None and selected_count > config.max_examples:    # the cap keeps a hash sample
         by_split = {k: round(v * config.max_examples / selected_count) for k, v in by_split.items()}
-    return discovered, by_split, [packed for _, packed in sample]
+    return discovered, by_split, pairs.with_drawings(config.discover_spec(), [packed for _, packed in sample])
 
 
 def _push_bounded(heap: list, item, size: int) -> None:

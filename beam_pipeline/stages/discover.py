@@ -14,7 +14,8 @@ from beam_pipeline.core.progress import DISCOVERED, REJECTED_PREFIX
 from beam_pipeline.core.records import Outcome, PairRef
 from beam_pipeline.io import listing
 from beam_pipeline.stages import counters, pairs
-from beam_pipeline.stages.specs import LISTING, REJECTED_TAG, DiscoverSpec
+from beam_pipeline.stages.annotations import ReadAnnotations
+from beam_pipeline.stages.specs import LISTING, REJECTED_TAG, DiscoverSpec, ShuffleSpec
 
 
 class _Discovered:
@@ -117,14 +118,19 @@ class _FanOut(beam.PTransform):
 
 
 class ReadCorpus(beam.PTransform):
-    """Discover pairs: ``pairs, rejected = pipeline | ReadCorpus(DiscoverSpec(input, ...))``."""
+    """Discover pairs: ``pairs, rejected = pipeline | ReadCorpus(DiscoverSpec(input, ...), ShuffleSpec())``; the
+    shuffle spec moves the records of annotation files (stages/annotations.py) across their grouping by image."""
 
-    def __init__(self, spec: DiscoverSpec):
+    def __init__(self, spec: DiscoverSpec, shuffle: ShuffleSpec = ShuffleSpec()):
         super().__init__()
         self._spec = spec
+        self._shuffle = shuffle
 
     def expand(self, pbegin):
         spec = self._spec
+        if spec.annotations is not None:
+            return pbegin | "ReadAnnotations" >> ReadAnnotations(spec, self._shuffle)
+            # PairRef whose mask is drawn | Outcome (orphan annotations, invalid images, images without annotations)
         sources = pairs.sources(spec)
         if spec.input_format == LISTING:
             outputs = (pbegin

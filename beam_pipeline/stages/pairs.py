@@ -11,17 +11,17 @@ import functools
 import hashlib
 from typing import Iterable, Iterator, List, Optional, Tuple, Union
 
-from beam_pipeline.core import paths, reasons, selection
+from beam_pipeline.core import coco, paths, reasons, selection
 from beam_pipeline.core.rerun import spill
 from beam_pipeline.core.reasons import Rejection
 from beam_pipeline.core.example import Pieces, frame_pieces, pair_example_pieces
-from beam_pipeline.core.masks import stored_mask
+from beam_pipeline.core.masks import drawn, stored_mask
 from beam_pipeline.core.hashing import stable_hash
 from beam_pipeline.core.pairing import pair_by_mask_path
-from beam_pipeline.core.records import FILTERED, Outcome, PairRef, ValidPair
+from beam_pipeline.core.records import FILTERED, Outcome, PairRef, ValidPair, pack, unpack
 from beam_pipeline.core.validation import Checked, checked_classification, checked_segmentation, record_files
-from beam_pipeline.core.layouts import FOLDERS, LAYOUTS, SPLIT_FILES
-from beam_pipeline.io import folders, listing, streams
+from beam_pipeline.core.layouts import ANNOTATIONS, FOLDERS, LAYOUTS, SPLIT_FILES
+from beam_pipeline.io import coco as io_coco, folders, listing, streams
 from beam_pipeline.io import layouts as io_layouts
 from beam_pipeline.io.cache import spill as spill_store
 from beam_pipeline.stages.specs import CLASS_FOLDERS, LISTING, PAIRED, CheckSpec, DiscoverSpec, SelectSpec
@@ -31,6 +31,7 @@ CLASS_FOLDER_GLOB = "*/*"      # one folder per class, relative to the input fol
 SPLIT_FILE = "split_file"      # a layout's split file: one image stem a line (core/layouts.py)
 IMAGES = "images"              # paired folders: the image globs ...
 MASKS = "masks"                # ... and the mask glob, joined on the mask path
+ANNOTATION_ARRAYS = {"annotation_images": io_coco.IMAGES, "annotation_items": io_coco.ANNOTATIONS}  # a COCO file's
 MAX_EXAMPLES_SALT = "max_examples"
 _FIRST_READ = 256 * 1024      # bytes asked for first when the size is not known: about one typical file
 _CHUNK = 4 * 1024 * 1024      # the most asked for at once: later reads double up to it
@@ -42,7 +43,7 @@ _CHUNK = 4 * 1024 * 1024      # the most asked for at once: later reads double u
 @dataclasses.dataclass(frozen=True)
 class Source:
     """One unit of discovery: a listing file, a split file, or a glob relative to the input folder."""
-    kind: str                  # LISTING | CLASS_FOLDERS | SPLIT_FILE | IMAGES | MASKS
+    kind: str                  # LISTING | CLASS_FOLDERS | SPLIT_FILE | IMAGES | MASKS | ANNOTATION_ARRAYS
     pattern: str
 
 
@@ -55,8 +56,11 @@ def sources(spec: DiscoverSpec) -> Tuple[Source, ...]:
     layout = LAYOUTS.get(spec.layout)
     if layout is not None and layout.family == SPLIT_FILES:
         return tuple(Source(SPLIT_FILE, relative) for relative in io_layouts.split_files(spec.root, layout))
+    if layout is not None and layout.family == ANNOTATIONS:      # each file's two arrays, streamed apart
+        return tuple(Source(kind, file.path) for file in spec.annotations.files for kind in ANNOTATION_ARRAYS)
     if layout is not None:
-        return tuple(Source(IMAGES, pattern) for pattern in layout.images) + (Source(MASKS, layout.masks),)
+        return (tuple(Source(IMAGES, pattern) for pattern in layout.images)
+                + tuple(Source(MASKS, pattern) for pattern in layout.masks.split("|")))
     return (tuple(Source(IMAGES, pattern) for pattern in spec.image_globs)
             + (Source(MASKS, paths.template_glob(spec.mask_template)),))
 
@@ -65,7 +69,7 @@ def fan_out(spec: DiscoverSpec, source: Source) -> List[Source]:
     """A glob with a wildcard folder as one Source per subfolder it matches (listed here, one delimited
     listing), so that the folders are matched apart, on every worker; a listing file, or a glob whose
     first wildcard is in the file name, as it is."""
-    point = paths.fan_out_point(source.pattern) if source.kind != LISTING else None
+    point = paths.fan_out_point(source.pattern) if source.kind not in (LISTING, *ANNOTATION_ARRAYS) else None
     if point is None:
         return [source]
     names = folders.subfolders(paths.join(spec.root, point[0]) if point[0] else spec.root)
@@ -96,6 +100,9 @@ def discover_source(spec: DiscoverSpec, source: Source) -> Iterator:
         return folders.class_folder_pairs(spec.root, source.pattern)
     if source.kind == SPLIT_FILE:
         return io_layouts.split_file_pairs(spec.root, LAYOUTS[spec.layout], source.pattern)
+    if source.kind in ANNOTATION_ARRAYS:
+        return (((source.pattern, image_id), record) for image_id, record in io_coco.records(
+            paths.join(spec.root, source.pattern), ANNOTATION_ARRAYS[source.kind], spec.annotations.kind))
     if source.kind == IMAGES:
         return folders.keyed_images(spec.root, source.pattern, _mask_of(spec))
     return folders.keyed_masks(spec.root, source.pattern)
@@ -114,11 +121,20 @@ def discover_listing_range(spec: DiscoverSpec, start: int, stop: int, claim: lis
 def join_on_mask_path(spec: DiscoverSpec, mask_rel: str, image_rels: Iterable[str],
                       mask_rels: Iterable[str]) -> Iterator[Discovered]:
     """A PairRef per image whose mask exists; orphan images and orphan masks as rejected Outcomes. A layout whose
-    paths give the split (Cityscapes' ``leftImg8bit/<split>/``) adds it to the pair's metadata."""
+    paths give the split (Cityscapes' ``leftImg8bit/<split>/``) adds it to the pair's metadata; one whose masks are
+    drawn (SA-1B's JSON files) its drawing."""
     layout = LAYOUTS.get(spec.layout)
     for item in pair_by_mask_path(mask_rel, image_rels, mask_rels, spec.root):
         split = layout.split_of(item.source_id) if layout is not None and isinstance(item, PairRef) else None
-        yield dataclasses.replace(item, metadata=item.metadata + (("split", split),)) if split else item
+        item = dataclasses.replace(item, metadata=item.metadata + (("split", split),)) if split else item
+        yield dataclasses.replace(item, drawing=drawn.SA1B_DRAWING) if isinstance(item, PairRef) and \
+            layout is not None and layout.drawing == drawn.SA1B else item
+
+
+def annotated(spec: DiscoverSpec, file: str, image_id, records) -> Discovered:
+    """One image's records of the annotation file ``file`` (grouped by ReadAnnotations) as its pair, or an Outcome."""
+    found = next(one for one in spec.annotations.files if one.path == file)
+    return coco.annotated_pair(spec.root, spec.annotations, found, image_id, records)
 
 
 def discover(spec: DiscoverSpec) -> Iterator[Discovered]:
@@ -128,6 +144,9 @@ def discover(spec: DiscoverSpec) -> Iterator[Discovered]:
     missing mask shows when the pair is checked (``missing_file``, where the
     pipeline reports ``orphan_image``), and masks without an image are not seen.
     """
+    if spec.annotations is not None:
+        yield from io_coco.listed_pairs(spec.root, spec.annotations)
+        return
     for source in sources(spec):
         if source.kind == MASKS:
             continue
@@ -137,6 +156,13 @@ def discover(spec: DiscoverSpec) -> Iterator[Discovered]:
                 yield from join_on_mask_path(spec, mask_rel, [image_rel], [mask_rel])
             else:
                 yield item
+
+
+def with_drawings(spec: DiscoverSpec, packed_refs: List[bytes]) -> List[bytes]:
+    """--plan's sample of packed refs, those of annotation files with their drawings (io/coco.with_drawings)."""
+    if spec.annotations is None:
+        return packed_refs
+    return [pack(ref) for ref in io_coco.with_drawings(spec.root, spec.annotations, [unpack(p) for p in packed_refs])]
 
 
 # --------------------------------------------------------------------------
@@ -224,8 +250,38 @@ def read_files(ref: PairRef, spec: CheckSpec) -> Union[Tuple[bytes, bytes], Reje
     image = read_file(ref.image, spec.max_file_bytes, "image")
     if isinstance(image, Rejection) or spec.task == "classification":
         return image if isinstance(image, Rejection) else (image, b"")
-    mask = read_file(ref.mask, spec.max_file_bytes, "mask")
+    mask = read_mask(ref, spec)
     return mask if isinstance(mask, Rejection) else (image, mask)
+
+
+def read_mask(ref: PairRef, spec: CheckSpec, expected_size: int = 0) -> Union[bytes, Rejection]:
+    """The mask's bytes: its file's, or the PNG its drawing gives (core/masks/drawn.py), drawn from its file's bytes
+    when it has one (a panoptic PNG, an SA-1B JSON): what validation checks and the writer stores alike."""
+    if not ref.drawing:
+        return read_file(ref.mask, spec.max_file_bytes, "mask", expected_size)
+    if ref.drawing == drawn.SPILLED:
+        return Rejection(reasons.CHANGED_SINCE_VALIDATION, "its mask is drawn from annotations, which stayed with "
+                                                           "validation's spill of its record, and the spill is gone: "
+                                                           "run again to draw it")
+    source = read_file(ref.mask, spec.max_file_bytes, "mask") if drawn.needs_file(ref.drawing) else b""
+    return source if isinstance(source, Rejection) else drawn.drawn_mask(ref.drawing, source, spec.limits)
+
+
+def spilled_ref(ref: PairRef) -> PairRef:
+    """``ref`` once validation spilled its record (the writer copies it from there): a drawn mask's annotations are
+    left behind (drawn.SPILLED), so that the records crossing the shuffles after validation, and a shard's group
+    in the writer, are as small as for a mask file. A writer that finds the spill gone rejects such a pair as
+    ``changed_since_validation``, saying so; the next run draws it again."""
+    return dataclasses.replace(ref, drawing=drawn.SPILLED) if ref.drawing else ref
+
+
+def mask_version(ref: PairRef, file_version) -> Optional[str]:
+    """The mask's pre-key for the verdict cache (core/rerun/verdicts.py): ``file_version(path)`` of its file, with
+    its drawing's digest when it is drawn (without a file: the digest alone); None when unknown."""
+    if not ref.drawing:
+        return file_version(ref.mask) if ref.mask else None
+    version = file_version(ref.mask) if drawn.needs_file(ref.drawing) else ref.mask
+    return None if version is None else f"{version}|{drawn.pre_key(ref.drawing)}"
 
 
 def check_bytes(ref: PairRef, spec: CheckSpec, image: bytes, mask: bytes) -> Union[ValidPair, Rejection]:
@@ -303,8 +359,8 @@ def _record_from_sources(pair: ValidPair, spec: CheckSpec) -> Union[Pieces, Reje
         return image
     mask = b""
     if spec.task != "classification":
-        mask = _read_verified(pair.ref.mask, pair.mask_sha256, "mask", spec.max_file_bytes,
-                              0 if pair.mask_converted else pair.mask_stored_bytes)
+        mask = _verified(read_mask(pair.ref, spec, 0 if pair.mask_converted else pair.mask_stored_bytes),
+                         pair.mask_sha256, "mask")
         if isinstance(mask, Rejection):
             return mask
     stored = record_files(pair, image, mask, spec.limits, spec.mask_map)
@@ -314,7 +370,10 @@ def _record_from_sources(pair: ValidPair, spec: CheckSpec) -> Union[Pieces, Reje
 def _read_verified(path: str, expected_sha256: str, what: str, max_file_bytes: int,
                    expected_size: int) -> Union[bytes, Rejection]:
     """The file's bytes if they are still those validated (``expected_size``: their size when known, else 0)."""
-    data = read_file(path, max_file_bytes, what, expected_size)
+    return _verified(read_file(path, max_file_bytes, what, expected_size), expected_sha256, what)
+
+
+def _verified(data: Union[bytes, Rejection], expected_sha256: str, what: str) -> Union[bytes, Rejection]:
     if isinstance(data, Rejection):
         return Rejection(reasons.CHANGED_SINCE_VALIDATION, data.detail)
     if hashlib.sha256(data).hexdigest() != expected_sha256:       # the digest validation took (sha256_hex)

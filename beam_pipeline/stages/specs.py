@@ -10,6 +10,7 @@ import dataclasses
 from typing import Optional, Tuple
 
 from beam_pipeline.core import paths
+from beam_pipeline.core.coco import Annotations
 from beam_pipeline.core.pixels import Limits
 from beam_pipeline.core.filter_expr import FilterExpression
 from beam_pipeline.core.masks.maps import LabelMap, MaskMap
@@ -35,6 +36,7 @@ class DiscoverSpec:
     allow_outside_root: bool = False               # listing rows may leave the listing's folder
     root: str = ""                                 # filled in: the folder paths and globs are relative to
     layout: str = ""                               # LAYOUT: the layout's name (core/layouts.LAYOUTS)
+    annotations: Optional[Annotations] = None      # COCO layouts: the annotation files, drawing rules (core/coco.py)
 
     def __post_init__(self):
         if not self.root:

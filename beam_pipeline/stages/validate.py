@@ -111,7 +111,7 @@ class ValidateBucketFn(counters.CountingDoFn):
             result, bytes_read = pairs.check(ref, self._spec)
             self._bytes_read.inc(bytes_read)
             return result, FRESH, None
-        versions = (_pre_key(ref.image), _pre_key(ref.mask) if ref.mask else None)
+        versions = (_pre_key(ref.image), pairs.mask_version(ref, _pre_key))     # a drawn mask: its drawing's too
         decision = decide(cached, ref.label, versions, cache.revalidate, audited(ref.key, cache.run_id, cache.audit))
         if decision == REUSE:
             return restored(cached, ref, cache.committed_run), FROM_CACHE, cached
@@ -140,14 +140,15 @@ class ValidateBucketFn(counters.CountingDoFn):
 
 def _spilled(checked, mask: bytes, spec: CheckSpec, spilled: spill_store.BucketSpill,
              room: spill_store.SpillRoom) -> Tuple[ValidPair, bool]:
-    """(the pair, with its stored bytes in the spill of the part its verdict goes to when ``room`` allows;
-    whether ``room`` refused them)."""
+    """(the pair, with its stored bytes in the spill of the part its verdict goes to when ``room`` allows, and then
+    without the annotations its mask was drawn from: pairs.spilled_ref; whether ``room`` refused them)."""
     stored = pairs.stored_files(checked, mask, spec)
     if stored is None:
         return checked.pair, False
     if not room.allows(len(stored[0]) + len(stored[1])):
         return checked.pair, True
-    return dataclasses.replace(checked.pair, spill=spilled.append(checked.pair, *stored)), False
+    return dataclasses.replace(checked.pair, spill=spilled.append(checked.pair, *stored),
+                               ref=pairs.spilled_ref(checked.pair.ref)), False
 
 
 def _digests(image: bytes, mask: bytes):

@@ -8,16 +8,13 @@ the class names are the dataset's (tests/published.py). ``--layout auto`` names 
 line.
 """
 
-import io
 import json
 
 import numpy as np
 import pytest
-import tensorflow as tf
-from PIL import Image
 
 from conftest import run_cli
-from layout_corpora import LABELME_NAMES, write_layout
+from layout_corpora import LABELME_NAMES, stored_masks, write_layout
 from published import ADE20K_CLASSES, CITYSCAPES_LABELS, VOC_CLASSES
 
 PAIRS = 9
@@ -34,23 +31,9 @@ def published(request, tmp_path_factory):
     return kind, truth, root / "out", completed
 
 
-def _stored(out) -> dict:
-    """{source id: (stored mask, split)} of every record the version holds."""
-    manifest = json.loads((out / "manifest.json").read_text())
-    found = {}
-    for split, entry in manifest["splits"].items():
-        for shard in entry["shards"]:
-            for record in tf.data.TFRecordDataset(str(out / shard["path"])):
-                example = tf.train.Example.FromString(record.numpy()).features.feature
-                source = example["image/source_id"].bytes_list.value[0].decode()
-                mask = np.asarray(Image.open(io.BytesIO(example["image/segmentation/class/encoded"].bytes_list.value[0])))
-                found[source] = (mask, split)
-    return found
-
-
 def test_every_mask_is_its_true_class_ids_pixel_for_pixel(published):
     kind, truth, out, _ = published
-    stored = _stored(out)
+    stored = stored_masks(out)
     assert sorted(stored) == sorted(truth)
     for source, (mask, _) in stored.items():
         expected = truth[source][0]
@@ -59,7 +42,7 @@ def test_every_mask_is_its_true_class_ids_pixel_for_pixel(published):
 
 def test_splits_come_from_the_datasets_own_files_or_folders(published):
     kind, truth, out, _ = published
-    stored = _stored(out)
+    stored = stored_masks(out)
     if kind == "voc_labelme":                   # no split files: by hash, as for any folder
         assert {split for _, split in stored.values()} <= {"train", "val", "test"}
         return

@@ -103,6 +103,14 @@ SHIPPED: Dict[str, ShippedMap] = {m.name: m for m in (
     ShippedMap("ade20k", "--label_map", "ade20k.csv", (),
                "ADE20K (ADEChallengeData2016) annotations: 1..150 are the 150 classes (named as objectInfo150), "
                "0 (other objects) is ignored"),
+    ShippedMap("coco", "--label_map", "coco.csv", (),
+               "COCO instances as --layout coco draws them: 0 background, the 80 thing category ids (1..90) their "
+               "classes in id order, 255 (crowds) ignored"),
+    ShippedMap("coco_panoptic", "--label_map", "coco_panoptic.csv", (),
+               "COCO panoptic as --layout coco_panoptic draws it: the 133 category ids (1..200) their classes in id "
+               "order, 255 (unlabeled, crowds) ignored"),
+    ShippedMap("sa1b", "--label_map", "sa1b.csv", ("background", "foreground"),
+               "SA-1B as --layout sa1b draws it: 0 background, 1 foreground (any annotated pixel)"),
 )}
 
 
