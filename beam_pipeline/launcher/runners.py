@@ -57,8 +57,11 @@ def expected_pairs(config: CorpusConfig, limit: int) -> Optional[int]:
 
     A listing's rows, else the files below the input folder (two per pair for images with masks, one
     for class folders). Rows and files that will be rejected or filtered out count too: this only tells
-    a small corpus from a large one.
+    a small corpus from a large one. A COCO layout's count is unknown here (its images are named by its
+    annotation file, which a launcher should not read twice).
     """
+    if config.annotations is not None:   # COCO's pairs are the images of its annotation file: not counted here
+        return None
     try:
         if config.input_format == LISTING:
             return listing.count_rows(config.input, limit)

@@ -99,3 +99,13 @@ def test_folders_count_their_files_per_pair(tmp_path):
 def test_an_empty_folder_is_a_small_corpus(tmp_path, limit):
     (tmp_path / "empty").mkdir()
     assert folders.count_files(str(tmp_path / "empty"), limit) == 0
+
+
+def test_a_coco_annotation_file_is_not_counted_and_gets_worker_processes(tmp_path):
+    """A COCO file names its images inside one JSON document: the launcher does not read it twice to count
+    them (a listing's row count would see one line), so its size is unknown."""
+    from coco_corpora import write_instances
+    write_instances(tmp_path / "coco", 3)
+    annotations = tmp_path / "coco" / "annotations" / "instances_train2017.json"
+    assert engine_for(tmp_path, "--input", annotations) == ("multi_processing", CORES)
+    assert engine_for(tmp_path, "--input", tmp_path / "coco", "--layout", "coco") == ("multi_processing", CORES)
