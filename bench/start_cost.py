@@ -90,8 +90,8 @@ def engine_figures(runs: dict, modes: Sequence[str], sizes: Sequence[int], repea
     if large > small:
         lines.append(f"fixed cost and seconds per extra pair, {small} -> {large} pairs")
         for mode in modes:
-            fits[mode] = [harness.fit((small, low.seconds), (large, high.seconds))
-                          for low, high in zip(runs[mode][small], runs[mode][large])]
+            fits[mode] = [tuple(reversed(harness.fit((small, low.seconds), (large, high.seconds))))
+                          for low, high in zip(runs[mode][small], runs[mode][large])]   # (fixed, per pair)
             lines.append(f"  {mode:<10} fixed {spread([f for f, _ in fits[mode]], '{:.1f}')} s   "
                          f"per pair {spread([s * 1000 for _, s in fits[mode]], '{:.1f}')} ms")
     if "in_process" in fits and "processes" in fits:
