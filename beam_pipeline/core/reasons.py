@@ -39,6 +39,7 @@ BAD_LISTING_ROW = "bad_manifest_row"     # A listing row without the required va
 FILTER_ERROR = "filter_error"            # --filter could not be evaluated on this row.
 CHANGED_SINCE_VALIDATION = "changed_since_validation"  # Bytes at write time differ from validation.
 PARENT_SHARD_MISSING = "parent_shard_missing"  # Its record was in a damaged parent shard, and its files are gone too.
+NO_SPLIT_GROUP = "no_split_group"        # --split_group gives the pair no group (an empty column, no regex match).
 
 REJECT_REASONS = (
     MISSING_FILE, UNREADABLE, EMPTY_FILE, FILE_TOO_LARGE, UNDECODABLE, TRUNCATED,
@@ -46,6 +47,7 @@ REJECT_REASONS = (
     MASK_VALUE_OUT_OF_RANGE, MASK_VALUE_UNMAPPED, MASK_COLOR_UNKNOWN, MASK_ALPHA_PARTIAL, SIZE_MISMATCH,
     UNKNOWN_LABEL, ORPHAN_IMAGE, ORPHAN_MASK,
     PATH_OUTSIDE_ROOT, BAD_LISTING_ROW, FILTER_ERROR, CHANGED_SINCE_VALIDATION, PARENT_SHARD_MISSING,
+    NO_SPLIT_GROUP,
 )
 SOURCE_GONE = (MISSING_FILE, UNREADABLE, EMPTY_FILE)    # a pair's files can no longer give its record
 
