@@ -145,8 +145,8 @@ def write_planted(out, bases: int = 100, distinct: int = 150, seed: int = 0, wor
     return out / "listing.csv"
 
 
-def write_sequences(out, sequences: int = 6, frames: int = 20, seed: int = 0, size=(240, 180)) -> Path:
-    """Video-like frames: sequence ``s`` pans over scene ``s`` by a few pixels a frame (``OUT/seqNN/frame_MMM.jpg``,
+def write_sequences(out, sequences: int = 6, frames: int = 20, seed: int = 0, size=(240, 180), step: int = 3) -> Path:
+    """Video-like frames: sequence ``s`` pans over scene ``s`` by ``step`` pixels a frame (``OUT/seqNN/frame_MMM.jpg``,
     masks under ``OUT/masks/seqNN/``); returns the listing (image,mask)."""
     out = Path(out)
     rows = []
@@ -157,7 +157,7 @@ def write_sequences(out, sequences: int = 6, frames: int = 20, seed: int = 0, si
         folder.mkdir(parents=True)
         masks.mkdir(parents=True)
         for f in range(frames):
-            left = (image.shape[1] - width) * f // max(frames - 1, 1)
+            left = min(step * f, image.shape[1] - width)
             top = (image.shape[0] - height) // 2
             frame = image[top:top + height, left:left + width]
             (folder / f"frame_{f:03d}.jpg").write_bytes(_encode(np.ascontiguousarray(frame), "JPEG", 90))
