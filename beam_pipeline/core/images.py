@@ -1,4 +1,4 @@
-"""Decoding and checking one image: its size, the bytes it is stored as, and its channel sums.
+"""Decoding and checking one image: its size, the bytes it is stored as, its channel sums and perceptual hash.
 
 Conversion rule (documented in docs/validation.md): images are read as 3-channel 8-bit RGB. An image in any
 other mode is converted with Pillow: grey is replicated to the three channels, palette images are expanded
@@ -17,6 +17,7 @@ import numpy as np
 from PIL import Image
 
 from beam_pipeline.core import decode, reasons
+from beam_pipeline.core.leakage.phash import perceptual_hash
 from beam_pipeline.core.pixels import (DECODE_ERRORS, SIXTEEN_BIT, Limits, decoded, encode_png, fast_path_header,
                                        flagged, format_name, load_checked, open_checked)
 from beam_pipeline.core.reasons import Rejection
@@ -38,6 +39,7 @@ class ImageCheck:
     stored: Optional[bytes]
     channel_sum: Tuple[int, int, int] = (0, 0, 0)
     channel_sum_squares: Tuple[int, int, int] = (0, 0, 0)
+    phash: bytes = b""            # the perceptual hash of the pixels (core/leakage/phash.py)
 
 
 def to_rgb(image: Image.Image) -> Union[np.ndarray, Rejection]:
@@ -69,8 +71,9 @@ def check_image(data: bytes, limits: Limits) -> Union[ImageCheck, Rejection]:
         return flagged(data, pixels, "image", check_image_with_pillow(data, limits, reencode=True))
     if pixels is None:
         return check_image_with_pillow(data, limits)
-    sums, squares = channel_sums(Image.fromarray(pixels).histogram()) if limits.channel_sums else _NO_SUMS
-    return ImageCheck(header.height, header.width, header.format, None, sums, squares)
+    decoded_image = Image.fromarray(pixels)
+    sums, squares = channel_sums(decoded_image.histogram()) if limits.channel_sums else _NO_SUMS
+    return ImageCheck(header.height, header.width, header.format, None, sums, squares, perceptual_hash(decoded_image))
 
 
 def check_image_with_pillow(data: bytes, limits: Limits, reencode: bool = False) -> Union[ImageCheck, Rejection]:
@@ -84,15 +87,16 @@ def check_image_with_pillow(data: bytes, limits: Limits, reencode: bool = False)
     fmt = format_name(image)
     if image.mode == "RGB" and not reencode:
         sums, squares = channel_sums(image.histogram()) if limits.channel_sums else _NO_SUMS
-        return ImageCheck(image.height, image.width, fmt, None, sums, squares)
+        return ImageCheck(image.height, image.width, fmt, None, sums, squares, perceptual_hash(image))
     if image.mode == "L" and fmt == "jpeg" and not reencode:      # greyscale JPEG: stored as it is (module docstring)
         sums, squares = channel_sums(image.histogram() * 3) if limits.channel_sums else _NO_SUMS
-        return ImageCheck(image.height, image.width, fmt, None, sums, squares)
+        return ImageCheck(image.height, image.width, fmt, None, sums, squares, perceptual_hash(image))
     rgb = to_rgb(image)
     if isinstance(rgb, Rejection):
         return rgb
-    sums, squares = channel_sums(Image.fromarray(rgb).histogram()) if limits.channel_sums else _NO_SUMS
-    return ImageCheck(image.height, image.width, "png", encode_png(rgb), sums, squares)
+    converted = Image.fromarray(rgb)
+    sums, squares = channel_sums(converted.histogram()) if limits.channel_sums else _NO_SUMS
+    return ImageCheck(image.height, image.width, "png", encode_png(rgb), sums, squares, perceptual_hash(converted))
 
 
 _LEVELS = np.arange(256, dtype=np.int64)

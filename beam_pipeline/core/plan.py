@@ -62,6 +62,7 @@ class PairSample:
     ignore_pixels: int = 0      # masks) the source values it holds, for the sample's mask values and warnings
     source_pixels: tuple = ()
     detail: str = ""            # rejected: its detail (the mask values it names, for the reject gate's message)
+    phash: bytes = b""          # valid: its image's perceptual hash (the near-duplicate estimate: docs/leakage.md)
 
 
 def sample_splits(samples: List[PairSample], num_classes: int) -> Dict[str, dict]:

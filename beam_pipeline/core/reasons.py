@@ -41,6 +41,7 @@ CHANGED_SINCE_VALIDATION = "changed_since_validation"  # Bytes at write time dif
 PARENT_SHARD_MISSING = "parent_shard_missing"  # Its record was in a damaged parent shard, and its files are gone too.
 ORPHAN_ANNOTATION = "orphan_annotation"  # Annotations of an image id the annotation file's images do not list.
 ANNOTATION_INVALID = "annotation_invalid"  # An annotation its mask cannot be drawn from (core/masks/drawn.py).
+NO_SPLIT_GROUP = "no_split_group"        # --split_group gives the pair no group (an empty column, no regex match).
 
 REJECT_REASONS = (
     MISSING_FILE, UNREADABLE, EMPTY_FILE, FILE_TOO_LARGE, UNDECODABLE, TRUNCATED,
@@ -49,6 +50,7 @@ REJECT_REASONS = (
     UNKNOWN_LABEL, ORPHAN_IMAGE, ORPHAN_MASK,
     PATH_OUTSIDE_ROOT, BAD_LISTING_ROW, FILTER_ERROR, CHANGED_SINCE_VALIDATION, PARENT_SHARD_MISSING,
     ORPHAN_ANNOTATION, ANNOTATION_INVALID,
+    NO_SPLIT_GROUP,
 )
 SOURCE_GONE = (MISSING_FILE, UNREADABLE, EMPTY_FILE)    # a pair's files can no longer give its record
 

@@ -90,6 +90,7 @@ class PairRef(_CompactPickle):
     metadata: Metadata = ()           # Listing columns other than image/mask/label.
     split: Optional[str] = None       # Set by the selection (which also drops the metadata).
     drawing: bytes = b""              # A mask drawn from annotations (core/masks/drawn.py): what draws it; b"": a file.
+    group: str = ""                   # --split_group: the pair's split group ("": the pair alone).
 
     def meta(self) -> dict:
         return dict(self.metadata)
@@ -152,6 +153,7 @@ class ValidPair(_CompactPickle):
     stratum: int = -1                     # --balance strata: the image's rarest class; -1 otherwise.
     repeat_factor: float = 1.0            # The image's repeat factor (train split, when balancing).
     source_pixels: Tuple[Tuple[int, int], ...] = ()   # Mapped masks: (source value or colour, pixels).
+    phash: bytes = b""                    # The image's perceptual hash (core/leakage/phash.py), for near duplicates.
     spill: Tuple = ()                     # core/rerun/spill.SpillRef of the stored bytes, or () (read the sources).
 
     @property

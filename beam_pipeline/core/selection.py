@@ -6,6 +6,7 @@ from typing import Mapping, Optional, Tuple
 from beam_pipeline.core import reasons
 from beam_pipeline.core.filter_expr import FilterEvalError, FilterExpression
 from beam_pipeline.core.hashing import unit_interval
+from beam_pipeline.core.leakage.groups import SplitGroupSpec, group_of
 from beam_pipeline.core.masks.maps import IGNORE, IGNORE_UNMAPPED, LabelMap
 from beam_pipeline.core.paths import matches_any
 from beam_pipeline.core.records import FILTERED, REJECTED, Outcome, PairRef
@@ -108,14 +109,22 @@ def excluded(ref: PairRef, include: Tuple[str, ...], exclude: Tuple[str, ...],
     return None
 
 
-def with_split(ref: PairRef, spec: SplitSpec,
-               names: Tuple[Tuple[str, str], ...] = ()) -> Tuple[Optional[PairRef], Optional[Outcome]]:
-    """``ref`` with its split and without its metadata (only selection needs it), or a rejected Outcome; ``names``
-    renames splits (``--split_names``, a layout's own: Pet's ``trainval`` is ``train``)."""
+def with_split(ref: PairRef, spec: SplitSpec, names: Tuple[Tuple[str, str], ...] = (),
+               group: Optional[SplitGroupSpec] = None) -> Tuple[Optional[PairRef], Optional[Outcome]]:
+    """``ref`` with its split (and its split group, ``--split_group``: fraction splits hash the group, not the key)
+    and without its metadata (only selection needs it), or a rejected Outcome; ``names`` renames splits
+    (``--split_names``, a layout's own: Pet's ``trainval`` is ``train``)."""
     metadata = ref.meta()
-    split = assign_split(spec, ref.key, metadata, metadata.get("folder", ""))
-    split = dict(names).get(split, split) if split is not None else None
+    unit = group_of(group, ref) if group is not None else ""
+    if unit is None:
+        return None, Outcome.for_ref(ref, REJECTED, reasons.NO_SPLIT_GROUP, f"--split_group {group.text} gives no group")
+    split = named(assign_split(spec, unit or ref.key, metadata, metadata.get("folder", "")), names)
     if split is None:
         return None, Outcome.for_ref(ref, REJECTED, reasons.BAD_LISTING_ROW,
                                      f"no split ({spec.mode} {spec.column_name})")
-    return dataclasses.replace(ref, split=split, metadata=()), None
+    return dataclasses.replace(ref, split=split, metadata=(), group=unit), None
+
+
+def named(split: Optional[str], names: Tuple[Tuple[str, str], ...]) -> Optional[str]:
+    """A split under the name it is published as (``--split_names``)."""
+    return dict(names).get(split, split) if split is not None else None

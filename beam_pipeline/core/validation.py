@@ -68,7 +68,7 @@ def checked_segmentation(ref: PairRef, image_bytes: bytes, mask_bytes: bytes, li
         mask_converted=mask.stored is not None or mask.converted,
         class_pixels=mask.class_pixels, ignore_pixels=mask.ignore_pixels, source_pixels=mask.source_pixels,
         channel_sum=image.channel_sum, channel_sum_squares=image.channel_sum_squares,
-        point_classes=point_classes, point_yx=point_yx)
+        point_classes=point_classes, point_yx=point_yx, phash=image.phash)
     stored_mask = mask.stored if mask.stored is not None else (None if mask.converted else mask_bytes)
     return Checked(pair, image.stored if image.stored is not None else image_bytes, stored_mask)
 
@@ -87,7 +87,7 @@ def checked_classification(ref: PairRef, image_bytes: bytes, limits: Limits, cla
         image_sha256=sha256_hex(image_bytes),
         image_stored_bytes=len(image.stored) if image.stored is not None else len(image_bytes),
         image_converted=image.stored is not None, label=label,
-        channel_sum=image.channel_sum, channel_sum_squares=image.channel_sum_squares)
+        channel_sum=image.channel_sum, channel_sum_squares=image.channel_sum_squares, phash=image.phash)
     return Checked(pair, image.stored if image.stored is not None else image_bytes, b"")
 
 

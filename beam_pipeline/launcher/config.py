@@ -19,6 +19,10 @@ from beam_pipeline.core.layouts import AUTO, NONE, parse_split_names
 from beam_pipeline.core.selection import SplitSpec, parse_split
 from beam_pipeline.core.rerun.verdicts import fingerprint
 from beam_pipeline.core.rerun.versions import COMPACT_ALL, ParentSpec, parent_shards, record_layout, reuse_refusal
+from beam_pipeline.core.leakage.drift import DEFAULT_THRESHOLD
+from beam_pipeline.core.leakage.groups import SplitGroupSpec
+from beam_pipeline.core.leakage.phash import DEFAULT_RADIUS
+from beam_pipeline.launcher import leakage
 from beam_pipeline.launcher.options import CorpusOptions, CorpusOptionsError, csv_list
 from beam_pipeline.stages.specs import (CLASS_FOLDERS, LAYOUT, LISTING, PAIRED, AdoptSpec, BalanceSpec, CacheSpec,
                                         CheckSpec, DiscoverSpec, PublishSpec, SelectSpec, StatsSpec, WriteSpec)
@@ -88,6 +92,10 @@ class CorpusConfig:
     label_map: Optional[LabelMap] = None    # ... or, for classification, labels to classes
     coco_crowd: str = CROWD_IGNORE          # --coco_crowd: COCO crowds drawn as ignore or as their category
     annotations: Optional[Annotations] = None   # COCO layouts: their files and drawing rules (launcher/coco.py)
+    split_group: Optional[SplitGroupSpec] = None    # --split_group (launcher/leakage.py, docs/leakage.md)
+    near_duplicates: Optional[str] = None   # --near_duplicates as given (None: the parent's, or group)
+    near_duplicates_radius: int = DEFAULT_RADIUS
+    drift_threshold: float = DEFAULT_THRESHOLD
 
     @property
     def num_classes(self) -> int:
@@ -112,7 +120,7 @@ class CorpusConfig:
         """``split``: where splits come from, as decided at launch (launch.resolve_inputs)."""
         return SelectSpec(split=split, include=self.include, exclude=self.exclude, filter=self.filter,
                           sample_fraction=self.sample_fraction, max_examples=self.max_examples,
-                          label_map=self.label_map, split_names=self.split_names)
+                          label_map=self.label_map, split_names=self.split_names, split_group=self.split_group)
 
     def check_spec(self) -> CheckSpec:
         return CheckSpec(task=self.task, limits=self.limits, class_names=self.class_names,
@@ -259,6 +267,8 @@ def to_config(opts: PipelineOptions) -> CorpusConfig:
         expression = parse_filter(o.filter_expression) if o.filter_expression else None
         split = None if o.split == "auto" else parse_split(o.split)
         split_names = parse_split_names(o.split_names)
+        split_group, radius = leakage.checked(o.split_group, o.near_duplicates, o.near_duplicates_radius,
+                                              o.drift_threshold)
     except ValueError as error:
         _fail(str(error))
     return CorpusConfig(
@@ -302,6 +312,10 @@ def to_config(opts: PipelineOptions) -> CorpusConfig:
         split_names=split_names,
         allow_no_train=o.allow_no_train,
         coco_crowd=o.coco_crowd,
+        split_group=split_group,
+        near_duplicates=o.near_duplicates,
+        near_duplicates_radius=radius,
+        drift_threshold=o.drift_threshold,
     )
 
 

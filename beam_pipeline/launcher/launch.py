@@ -23,6 +23,7 @@ from beam_pipeline.core.selection import SplitSpec, parse_split
 from beam_pipeline.io import folders, listing
 from beam_pipeline.launcher.config import CorpusConfig, check_classes, to_config
 from beam_pipeline.launcher import runners
+from beam_pipeline.launcher.leakage import check_split_group_column
 from beam_pipeline.launcher.layouts import layout_split, resolve_layout
 from beam_pipeline.launcher.maps import load_maps
 from beam_pipeline.launcher.options import CorpusOptions, CorpusOptionsError, check_known_options
@@ -78,6 +79,7 @@ def _listing_split_spec(config: CorpusConfig) -> Tuple[CorpusConfig, SplitSpec]:
             raise CorpusOptionsError(
                 f"listing {config.input} has no {required!r} column (columns: {', '.join(columns)})")
     _check_filter_columns(config, columns)
+    _check_split_group(config, columns)
     if config.split is not None:
         if config.split.mode == "column" and config.split.column_name not in columns:
             raise CorpusOptionsError(f"--split: the listing has no column {config.split.column_name!r}")
@@ -97,11 +99,18 @@ def _check_filter_columns(config: CorpusConfig, columns: List[str]) -> None:
             f"--filter uses unknown column(s) {', '.join(unknown)}; columns: {', '.join(sorted(known))}")
 
 
+def _check_split_group(config: CorpusConfig, columns: Optional[List[str]]) -> None:
+    problem = check_split_group_column(config.split_group, columns)
+    if problem:
+        raise CorpusOptionsError(problem)
+
+
 def _folder_split_spec(config: CorpusConfig) -> Tuple[CorpusConfig, SplitSpec]:
     root = config.input_root
     if not folders.folder_exists(root):
         raise CorpusOptionsError(f"--input folder does not exist: {root}")
     _check_filter_columns(config, ["folder"])
+    _check_split_group(config, None)
     spec = config.split or parse_split(DEFAULT_HASH_SPLIT)
     if spec.mode == "column":
         raise CorpusOptionsError("--split column needs a listing file input; use folder or fractions")
@@ -129,6 +138,7 @@ def resolve_inputs(config: CorpusConfig) -> Tuple[CorpusConfig, SplitSpec]:
     """Look at the input once, before the job starts, so mistakes give one clear error."""
     if config.input_format == LAYOUT:
         _check_filter_columns(config, ["folder", "split"])
+        _check_split_group(config, None)
         return config, layout_split(config) or parse_split(DEFAULT_HASH_SPLIT)
     if config.input_format == LISTING:
         if not FileSystems.exists(config.input):

@@ -15,6 +15,7 @@ from beam_pipeline import console
 from beam_pipeline.core.gates import DEFAULT_MAX_REJECT_FRACTION
 from beam_pipeline.core.layouts import AUTO, LAYOUTS, NONE
 from beam_pipeline.core.masks.maps import shipped_help
+from beam_pipeline.launcher.leakage import add_leakage_arguments
 from beam_pipeline.launcher.rerun.options import add_rerun_arguments
 
 DEFAULT_TARGET_SHARD_BYTES = 128 * 1024 * 1024
@@ -239,6 +240,7 @@ class CorpusOptions(PipelineOptions):
             help="Allowed mask formats, detected from content: png (default), or png,tiff for 8- and 16-bit "
                  "single-channel TIFF masks (remote sensing, medical). Masks are stored as 8-bit PNG of class ids.")
         add_rerun_arguments(parser)
+        add_leakage_arguments(parser)
         output = parser.add_argument_group("console")
         console.add_log_level_arguments(output)
         output.add_argument(

@@ -22,6 +22,7 @@ from beam_pipeline.launcher.rerun.cache import claim_cache, collect_cache
 from beam_pipeline.launcher.rerun.parent import checked_parent, without_damaged
 from beam_pipeline.launcher.commit import OutputRun
 from beam_pipeline.launcher.config import CorpusConfig
+from beam_pipeline.launcher.leakage import drift_spec, leakage_spec
 from beam_pipeline.launcher.options import CorpusOptionsError
 from beam_pipeline.report.masks import sampled_masks
 from beam_pipeline.stages.rerun.adopt import AdoptKilledSpill
@@ -32,7 +33,9 @@ from beam_pipeline.stages.publish import PublishOutputs, read_result
 from beam_pipeline.stages.rerun.reuse import KeepParentRecords, NameLostRecords
 from beam_pipeline.stages.select import SelectSubset
 from beam_pipeline.stages.validate import DeduplicatePairs, ValidatePairs
-from beam_pipeline.stages.specs import CacheSpec, ShuffleSpec
+from beam_pipeline.stages.leakage.drift import ProfileVersion
+from beam_pipeline.stages.leakage.group import GroupNearDuplicates
+from beam_pipeline.stages.specs import CacheSpec, DriftSpec, LeakageSpec, ShuffleSpec
 from beam_pipeline.stages.write import WriteShards
 
 _LOG = logging.getLogger("beam_pipeline.pipeline")    # the name it had before the launcher/ folder
@@ -69,12 +72,15 @@ def _count_refusals(counts, discovered: int, valid: int):
 def build_pipeline(p: beam.Pipeline, config: CorpusConfig, split_spec: SplitSpec, options: dict,
                    package_versions: dict, temp_dir: str, data_dir: str, shuffle: ShuffleSpec = ShuffleSpec(),
                    cache: CacheSpec = CacheSpec(), parent: Optional[ParentSpec] = None,
-                   rewritten: Optional[str] = None):
+                   rewritten: Optional[str] = None, leakage: Optional[LeakageSpec] = None,
+                   drift: Optional[DriftSpec] = None):
     """Add every step to ``p``, writing into ``data_dir`` (the run's version folder, core/layout.py);
     records cross the shuffles as ``shuffle`` says (stages/shuffle.py), verdicts are reused from and
     kept in ``cache`` (docs/cache.md), and the records of ``parent`` (the published version's shards, those found
     damaged apart: launcher/rerun/parent.py) that did not change are kept where it holds them
-    (docs/incremental.md); ``rewritten``: why there is no parent to keep from.
+    (docs/incremental.md); ``rewritten``: why there is no parent to keep from. ``leakage``: near duplicates and
+    split groups, whose components are put into one split after validation, and ``drift``, the comparison with the
+    parent version (docs/leakage.md); None: neither (--near_duplicates off without --split_group).
 
     Returns the PCollection holding the pending manifest's path (beam_pipeline/stages/publish.py).
     """
@@ -96,6 +102,12 @@ def build_pipeline(p: beam.Pipeline, config: CorpusConfig, split_spec: SplitSpec
     # ValidPair | rejected Outcome | (how, n): pairs validated afresh, reused from the cache, reused after a hash
     unique, duplicates = valid | "DeduplicatePairs" >> DeduplicatePairs(shuffle)
     # ValidPair (one per content) | duplicate Outcome
+    sections = ()
+    if leakage is not None:
+        unique, leakage_section = unique | "GroupNearDuplicates" >> GroupNearDuplicates(leakage, shuffle)
+        # ValidPair in its final split | the manifest's leakage section, with its files and warnings
+        sections = (leakage_section, unique | "ProfileVersion" >> ProfileVersion(drift))
+        # ... and its profile and drift since the parent version, with their warnings
     early_rejects = ((unpaired, dropped, invalid)
                      | "MergeEarlyOutcomes" >> beam.Flatten()
                      | "EarlyStatusAndReason" >> beam.Map(_status_and_reason)
@@ -169,7 +181,8 @@ def build_pipeline(p: beam.Pipeline, config: CorpusConfig, split_spec: SplitSpec
                | "CountLineage" >> beam.CombinePerKey(sum))
     # (how, n) for the whole run: validated, from the cache, rehashed; records kept, deleted, compacted, adopted
     publish = config.publish_spec(data_dir, cache, config.record_layout(package_versions), rewritten)
-    return ((shards, outcomes, filtered, discovered, real_stats, transform_written, refusals, lineage)
+    extra = (sections | "AllSections" >> beam.Flatten(),) if sections else ()
+    return ((shards, outcomes, filtered, discovered, real_stats, transform_written, refusals, lineage, *extra)
             | "PublishOutputs" >> PublishOutputs(publish, options, package_versions))
 
 
@@ -238,7 +251,8 @@ def run(argv: Optional[List[str]] = None) -> dict:
             p = beam.Pipeline(runner=runners.runner(launched.options), options=launched.options)
             build_pipeline(p, config, launched.split, run_options, package_versions,
                            launch.temp_dir(launched.options, data_dir), data_dir, shuffle, cache_spec, parent,
-                           rewritten)
+                           rewritten, leakage_spec(config, launched.split, output_run.previous, data_dir),
+                           drift_spec(config, output_run.previous))
             result = watch.run_and_watch(p, launched.options)     # a progress bar, lines, or where to watch
             pending = read_result(data_dir)
             pending["warnings"] = list(pending.get("warnings") or []) + _border_warnings(config, pending)

@@ -40,6 +40,8 @@ from beam_pipeline.core.records import REJECTED, VALID, Outcome, pack, unpack
 from beam_pipeline.core.selection import SplitSpec
 from beam_pipeline.core.tasks import units
 from beam_pipeline.launcher.config import CorpusConfig
+from beam_pipeline.core.leakage.groups import OFF
+from beam_pipeline.core.leakage.summary import plan_estimate, plan_line
 from beam_pipeline.launcher.summary import mask_values_lines
 from beam_pipeline.stages import pairs
 from beam_pipeline.stages.specs import CLASS_FOLDERS, PAIRED, CheckSpec
@@ -75,7 +77,8 @@ def _measure(packed_ref: bytes, spec: CheckSpec, spill: bool = True) -> PairSamp
     framed = frame_record(record)
     return PairSample(ref.split, VALID, "", result.image_stored_bytes + result.mask_stored_bytes,
                       len(framed), ref_bytes, len(pack(result)), time.process_time() - started,
-                      result.present_classes, result.class_pixels, result.ignore_pixels, result.source_pixels)
+                      result.present_classes, result.class_pixels, result.ignore_pixels, result.source_pixels,
+                      phash=result.phash)
 
 
 def _select(config: CorpusConfig, split_spec: SplitSpec, sample_size: int):
@@ -124,6 +127,9 @@ def make_plan(config: CorpusConfig, split_spec: SplitSpec, sample_size: int, wor
     plan["requests"] = _requests(config, plan)
     plan.update(_masks_and_warnings(config, samples))
     plan["refusals"] = _refusals(config, plan, samples)
+    if config.near_duplicates != OFF:
+        plan["near_duplicates"] = plan_estimate([s.phash for s in samples], plan["selected"],
+                                                config.near_duplicates_radius)
     plan["unit"] = units(config.task)
     plan["planning_seconds"] = time.monotonic() - started
     return plan
@@ -200,6 +206,7 @@ def render_plan(plan: dict) -> str:
               f"  compute                  ~{plan['vcpu_hours']:.2f} vCPU-hours "
               f"(about {plan['vcpu_hours'] * 3600 / max(os.cpu_count() or 1, 1):,.0f} s on this machine's "
               f"{os.cpu_count()} cores)"]
+    lines += plan_line(plan.get("near_duplicates"))
     lines += _request_lines(plan["requests"], plan["splits"])
     if plan.get("mask_values"):
         lines += ["  " + line for line in mask_values_lines(plan, "in the sample")]

@@ -8,6 +8,7 @@ rarest; every class is in report.html and manifest.json.
 
 from typing import List
 
+from beam_pipeline.core.leakage.summary import summary_line as leakage_lines
 from beam_pipeline.core.tasks import units
 from beam_pipeline.report.data import class_presence
 
@@ -60,6 +61,7 @@ def render_summary(manifest: dict, output: str) -> str:
         lines.append(f"statistics (train, tf.Transform): {stats['num_images']} images, mean RGB {mean}, std {std}"
                      if stats["num_images"] else "statistics (train, tf.Transform): none, the train split is empty")
     lines.append(_balance_line(manifest.get("balance") or {}))
+    lines += leakage_lines(manifest.get("leakage"))
     lines += _class_table(manifest)
     lines += mask_values_lines(manifest)
     tail = []

@@ -161,3 +161,16 @@ def strata_chart(strata: Sequence[dict], names: Sequence[str], colours: Sequence
         axes.set_xlabel("sampling weight of the stratum")
         axes.margins(x=0.12)
     return _svg(figure)
+
+
+def distance_chart(histogram: Sequence[int], bits: int) -> str:
+    """Near-duplicate pairs per Hamming distance of their hashes, 0 up to the radius."""
+    with matplotlib.rc_context(_RC):
+        figure = _figure(2.4)
+        axes = figure.add_subplot()
+        axes.bar(range(len(histogram)), histogram, color="#1f4e79", width=0.8)
+        axes.set_xlabel(f"bits in which the two images' hashes differ (of {bits})")
+        axes.set_ylabel("near-duplicate pairs")
+        axes.set_xticks(range(len(histogram)))
+        axes.grid(axis="y", alpha=0.3)
+    return _svg(figure)

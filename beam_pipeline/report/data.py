@@ -30,6 +30,8 @@ class ReportLimits:
     max_chart_classes: int = 120        # classes drawn in a per-class chart (rarest and commonest kept)
     max_heatmap_shards: int = 120       # shards drawn in the class-presence-per-shard chart
     max_pending_bytes: int = 256 << 20  # encoded images the gallery holds undecoded; beyond, it decodes them
+    near_pairs: int = 8                 # the closest cross-split near-duplicate pairs shown side by side
+    near_pair_px: int = 160             # longest side of their thumbnails
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,6 +79,7 @@ class ReportData:
     rejects_complete: bool                       # False when the byte cap stopped reading early
     sample: ShardSample
     gallery: Dict[int, List[GalleryItem]]        # class -> examples, best first
+    near_pairs: List[tuple] = dataclasses.field(default_factory=list)   # (pair, thumbnail a, b): report/leakage.py
 
 
 def class_names(manifest: dict, stats: Optional[dict]) -> List[str]:

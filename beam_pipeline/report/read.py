@@ -244,6 +244,51 @@ def sample_shards(output: str, manifest: dict, limits: data.ReportLimits):
     return sample, gallery.result()
 
 
+def _located(output: str, manifest: dict, keys: set) -> Dict[str, tuple]:
+    """{record key digest: (shard, byte offset, framed size)} of the live records whose key is in ``keys``, found in
+    the shards' keys files (each line: key, content, framed size, in record order)."""
+    found: Dict[str, tuple] = {}
+    for entry in manifest.get("splits", {}).values():
+        for shard in entry["shards"]:
+            if len(found) == len(keys) or not shard.get("keys"):
+                continue
+            deleted, offset = set(shard.get("deleted") or ()), 0
+            with FileSystems.open(layout.resolve(output, manifest, shard["keys"])) as handle:
+                for index, line in enumerate(handle.read().decode("utf-8").splitlines()):
+                    key, _, size = line.split("\t")
+                    if key in keys and index not in deleted:
+                        found[key] = (shard["path"], offset, int(size))
+                    offset += int(size)
+    return found
+
+
+def _record_at(output: str, manifest: dict, where: tuple) -> bytes:
+    shard, offset, size = where
+    with FileSystems.open(layout.resolve(output, manifest, shard)) as handle:
+        handle.seek(offset)
+        framed = handle.read(size)
+    return framed[12:-4]                          # a TFRecord frame: length, its CRC, the record, its CRC
+
+
+def read_near_pairs(output: str, manifest: dict, limits: data.ReportLimits) -> List[tuple]:
+    """(pair, thumbnail a, thumbnail b) of the closest cross-split near-duplicate pairs the manifest names (its
+    ``leakage`` section), read from the shards through their keys files; a pair whose records are not found is left
+    out."""
+    pairs = ((manifest.get("leakage") or {}).get("closest_cross_split") or [])[:limits.near_pairs]
+    wanted = {key for pair in pairs for key in pair["keys"]}
+    if not wanted:
+        return []
+    where = _located(output, manifest, wanted)
+    decoder, shown = _decoder((features.IMAGE_ENCODED,)), []
+    for pair in pairs:
+        if all(key in where for key in pair["keys"]):
+            thumbs = [_thumbnail(_first(_column(decoder.DecodeBatch([_record_at(output, manifest, where[key])]),
+                                                features.IMAGE_ENCODED)[0]), limits.near_pair_px)
+                      for key in pair["keys"]]
+            shown.append((pair, *thumbs))
+    return shown
+
+
 def gather(manifest: dict, output: str, limits: data.ReportLimits = data.ReportLimits(),
            stats: Optional[dict] = None) -> data.ReportData:
     """Everything the report shows, read from the output folder ``output`` (core/layout.py resolves the
@@ -252,4 +297,5 @@ def gather(manifest: dict, output: str, limits: data.ReportLimits = data.ReportL
     rejects, rejects_complete = read_reject_examples(output, manifest, limits)
     sample, gallery = sample_shards(output, manifest, limits)
     return data.ReportData(manifest=manifest, stats=stats, class_names=data.class_names(manifest, stats),
-                           rejects=rejects, rejects_complete=rejects_complete, sample=sample, gallery=gallery)
+                           rejects=rejects, rejects_complete=rejects_complete, sample=sample, gallery=gallery,
+                           near_pairs=read_near_pairs(output, manifest, limits))

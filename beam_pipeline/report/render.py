@@ -8,6 +8,7 @@ from beam_pipeline.report.gallery import gallery_section
 from beam_pipeline.report.html import cell, chart, esc, number, percent, section, table
 from beam_pipeline.report.masks import mask_values_section, warned_classes, warnings_section
 from beam_pipeline.report.images import hex_colour, palette
+from beam_pipeline.report.leakage import drift_section, leakage_section
 
 _CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1d2329;background:#f6f7f9}
@@ -261,6 +262,7 @@ def render_html(report: data.ReportData, limits: data.ReportLimits = data.Report
         "classes": classes_section(report, colours, limits), "mask-values": mask_values_section(manifest),
         "images": images_section(report),
         "shards": shards_section(report, limits), "balance": balance_section(report, colours),
+        "leakage": leakage_section(report), "drift": drift_section(manifest),
         "gallery": gallery_section(report, colours, limits), "run": run_section(manifest)}
     sections = {key: html for key, html in sections.items() if html}
     nav = " · ".join(f'<a href="#{key}">{key}</a>' for key in sections)

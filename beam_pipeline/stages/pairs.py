@@ -184,7 +184,7 @@ def beyond_max_examples(ref: PairRef) -> Outcome:
 
 def with_split(ref: PairRef, spec: SelectSpec) -> Discovered:
     """``ref`` with its split and without its metadata (only selection needs it), or a rejected Outcome."""
-    ref, outcome = selection.with_split(ref, spec.split, spec.split_names)
+    ref, outcome = selection.with_split(ref, spec.split, spec.split_names, spec.split_group)
     return ref if outcome is None else outcome
 
 

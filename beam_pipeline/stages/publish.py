@@ -103,7 +103,8 @@ class FinalizeFn(beam.DoFn):
         self._options = options
         self._package_versions = package_versions
 
-    def process(self, _, shards, counts, discovered, reject_parts, stats, transform_written, refusals, settled):
+    def process(self, _, shards, counts, discovered, reject_parts, stats, transform_written, refusals, settled,
+                sections=()):
         phases.reached(phases.FINALIZE)
         if refusals:
             files.write_bytes(paths.join(self._spec.data_dir, layout.REFUSAL),
@@ -111,14 +112,14 @@ class FinalizeFn(beam.DoFn):
         else:
             try:
                 yield self._finalize(shards, counts, discovered, reject_parts, stats[0] if stats else None,
-                                     dict(settled))
+                                     dict(settled), sections)
             except CountsDoNotReconcile as error:      # a bug, reported as one line: nothing is published
                 files.write_bytes(paths.join(self._spec.data_dir, layout.REFUSAL), files.json_bytes(
                     dataclasses.asdict(Refusal(COUNTS_GATE, f"the counts do not reconcile at PublishOutputs: {error}. "
                                                             "Nothing was published. This is a bug, not bad input: "
                                                             "please report it with the run's log"))))
 
-    def _finalize(self, shards, counts, discovered, reject_parts, stats, settled) -> str:
+    def _finalize(self, shards, counts, discovered, reject_parts, stats, settled, sections=()) -> str:
         spec = self._spec
         data_dir, version = spec.data_dir, spec.version
         rejects = layout.in_version(version, joined_file(layout.REJECTS_PREFIX))
@@ -133,6 +134,10 @@ class FinalizeFn(beam.DoFn):
             class_index_files=[shard.class_index for shard in shards if shard.class_index],
             lineage=lineage_summary(settled, spec.cache_folder, shard_dicts, version, spec.rewritten),
             mask_map=spec.mask_map, label_map=spec.label_map, version=version, record_layout=spec.record_layout)
+        for extra in sections:             # the leakage and drift steps' sections, files and warnings (stages/leakage)
+            manifest.update({key: value for key, value in extra.items() if key not in ("files", "warnings")})
+            table.update(extra.get("files") or {})
+            manifest["warnings"] = manifest["warnings"] + list(extra.get("warnings") or ())
         table.update(digests.shard_entries(manifest["splits"]))
         for shard in shards:
             table.update({path: {"bytes": size, "sha256": sha} for path, size, sha in shard.side_files})
@@ -156,8 +161,9 @@ def _shard_order(shard):
 
 class PublishOutputs(beam.PTransform):
     """``pending_manifest_path = (shards, outcomes, filtered, discovered, stats, transform_written, refusals,
-    settled) | PublishOutputs(PublishSpec(data_dir, task, ...), options, package_versions)``; ``settled``:
-    ``(how, n)`` of ValidatePairs, for the manifest's lineage."""
+    settled[, sections]) | PublishOutputs(PublishSpec(data_dir, task, ...), options, package_versions)``; ``settled``:
+    ``(how, n)`` of ValidatePairs, for the manifest's lineage; ``sections``: dicts of manifest sections with their
+    ``files`` and ``warnings`` (stages/leakage)."""
 
     def __init__(self, spec: PublishSpec, options: dict, package_versions: dict):
         super().__init__()
@@ -166,7 +172,8 @@ class PublishOutputs(beam.PTransform):
         self._package_versions = package_versions
 
     def expand(self, inputs):
-        shards, outcomes, filtered, discovered, stats, transform_written, refusals, settled = inputs
+        shards, outcomes, filtered, discovered, stats, transform_written, refusals, settled, *more = inputs
+        extra = {"sections": beam.pvalue.AsList(more[0])} if more else {}
         data_dir = self._spec.data_dir
         reject_parts = (outcomes
                         | "KeepReportable" >> beam.Filter(_is_reportable)
@@ -188,4 +195,4 @@ class PublishOutputs(beam.PTransform):
                     discovered=beam.pvalue.AsSingleton(discovered),
                     reject_parts=beam.pvalue.AsList(reject_parts), stats=beam.pvalue.AsList(stats),
                     transform_written=beam.pvalue.AsList(transform_written),
-                    refusals=beam.pvalue.AsList(refusals), settled=beam.pvalue.AsList(settled)))
+                    refusals=beam.pvalue.AsList(refusals), settled=beam.pvalue.AsList(settled), **extra))

@@ -14,6 +14,10 @@ from beam_pipeline.core.coco import Annotations
 from beam_pipeline.core.pixels import Limits
 from beam_pipeline.core.filter_expr import FilterExpression
 from beam_pipeline.core.masks.maps import LabelMap, MaskMap
+from beam_pipeline.core.leakage.groups import SplitGroupSpec
+from beam_pipeline.core.leakage.index import ParentIndex
+from beam_pipeline.core.leakage.phash import DEFAULT_RADIUS
+from beam_pipeline.core.leakage.splits import Policy
 from beam_pipeline.core.selection import SplitSpec
 
 # Input kinds (--input_format; "manifest" is accepted on the command line for LISTING).
@@ -55,6 +59,7 @@ class SelectSpec:
     max_examples: Optional[int] = None
     label_map: Optional[LabelMap] = None     # classification: labels it sends to ignore are filtered out
     split_names: Tuple[Tuple[str, str], ...] = ()   # a split's name in the input -> the name it is published under
+    split_group: Optional[SplitGroupSpec] = None    # --split_group: pairs of one group share a split (core/leakage)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,6 +146,33 @@ class PublishSpec:
     version: str = ""                        # data_dir as manifests name it (runs/<run_id>): see core/layout.py
     record_layout: str = ""                  # what the records' bytes depend on (core/rerun/versions.record_layout)
     rewritten: Optional[str] = None          # why no parent record is kept (None: the parent's are kept)
+
+
+@dataclasses.dataclass(frozen=True)
+class LeakageSpec:
+    """Near duplicates and split groups (GroupNearDuplicates, docs/leakage.md): what is compared, and what becomes of
+    the components found."""
+    output: str                              # the output folder: every index path is relative to it
+    data_dir: str                            # this run's version folder (its working parts)
+    version: str                             # that folder as manifests name it (runs/<run_id>)
+    policy: Policy = Policy()                # --near_duplicates as applied, and where the splits came from
+    radius: int = DEFAULT_RADIUS             # --near_duplicates_radius
+    split_group: str = ""                    # --split_group as given ("": none)
+    rounds: int = 16                         # Hash-to-Min rounds unrolled (stages/leakage/components.py)
+    parent: Optional[ParentIndex] = None     # the parent version's index, when this run may reuse it
+    rebuilt: Optional[str] = None            # why it is not reused (None: reused, or no parent)
+    note: Optional[str] = None               # a line for the summary (a policy kept from the parent)
+
+
+@dataclasses.dataclass(frozen=True)
+class DriftSpec:
+    """This version's profile and its comparison with the parent's (ProfileVersion, core/leakage/drift.py)."""
+    task: str
+    num_classes: int
+    threshold: float
+    parent: Optional[dict] = None            # the parent manifest's ``profile`` (None: no parent, or none there)
+    parent_run_id: Optional[str] = None
+    class_names: Tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)

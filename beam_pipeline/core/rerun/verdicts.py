@@ -28,8 +28,9 @@ from typing import Dict, Iterable, Optional, Tuple
 from beam_pipeline.core.hashing import stable_hash, unit_interval
 from beam_pipeline.core.records import ValidPair
 
-RULES_VERSION = 3             # 2: label and colour maps, --reduce_zero_label, 16-bit and TIFF masks (issue 26);
-                              # 3: greyscale JPEGs kept as they are, not converted to RGB PNG (issue 42)
+RULES_VERSION = 4             # 2: label and colour maps, --reduce_zero_label, 16-bit and TIFF masks (issue 26);
+                              # 3: greyscale JPEGs kept as they are, not converted to RGB PNG (issue 42);
+                              # 4: every image's perceptual hash kept with its verdict (issue 43)
 NUM_BUCKETS = 1024
 VERDICTS_PER_PART = 2000      # a bucket's writer commits a part (and its spill) at least this often
 BUCKET_SALT = "verdicts"

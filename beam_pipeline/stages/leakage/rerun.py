@@ -1,0 +1,228 @@
+"""What a re-run compares and joins again, given its parent's near-duplicate index (core/leakage/index.py).
+
+``SinceParent`` splits this run's pairs against the parent's index: each pair's node (image, unit, hash) is sent
+to the bucket of its first band, where the parent's rows of band 0 hold every parent hash once; a node the parent
+holds as it is needs no comparison, a node it does not is new, and a parent node this run does not hold as it was
+is gone (removed, changed, moved to another split group). Only new nodes go to the band buckets (FindNearPairs
+then reads the parent's rows there). The parent's pairs between nodes still held stay pairs; their components are
+kept unless a new pair or a gone image touches them (``ComponentsToJoin``): only the touched components' pairs,
+with the new ones, are joined again. Without a parent index, every node is new and nothing is kept.
+"""
+
+import dataclasses
+
+import apache_beam as beam
+
+from beam_pipeline.core import paths
+from beam_pipeline.core.failures import read_failed
+from beam_pipeline.core.leakage import bands, index, phash
+from beam_pipeline.core.leakage.groups import unit_id
+from beam_pipeline.core.leakage.splits import image_id
+from beam_pipeline.core.records import ValidPair
+from beam_pipeline.io import files
+from beam_pipeline.stages.leakage.find import BAND_WIDTH
+from beam_pipeline.stages.shuffle import GroupPackedByKey
+from beam_pipeline.stages.specs import LeakageSpec, ShuffleSpec
+
+GONE_TAG = "gone"              # (image id, unit id) of a parent node this run does not hold as it was
+
+
+def node_of(pair: ValidPair):
+    """(image id, unit id, hash): the pair as a node of the band shuffle."""
+    return image_id(pair.ref.key), unit_id(pair.ref), pair.phash
+
+
+@dataclasses.dataclass
+class Changes:
+    """SinceParent's outputs."""
+    nodes: object              # (image id, unit id, hash) to compare
+    gone: object               # image id of each gone node
+    gone_units: object         # unit id of each gone node
+    old_pairs: object          # (a, b, unit a, unit b, distance, component) of the parent's pairs still held
+
+
+def _first_band_bucket(layout: bands.Layout):
+    def keyed(node):
+        words = phash.as_words([node[2]])
+        return int(bands.buckets_of(bands.band_values(words, layout))[0, 0]), node
+    return keyed
+
+
+class ClassifyFn(beam.DoFn):
+    """(bucket, [node, ...]) -> the new nodes; (image, unit) of each gone parent node (GONE_TAG)."""
+
+    def __init__(self, output: str, parent: index.ParentIndex):
+        self._output = output
+        self._parent = parent
+
+    def process(self, element):
+        bucket, nodes = element
+        held = set()
+        relative = self._parent.file(bucket)
+        if relative:
+            path = paths.join(self._output, relative)
+            try:
+                rows = bands.from_bytes(files.read_bytes(path), BAND_WIDTH)
+            except OSError as error:
+                raise read_failed(path, error) from error
+            rows = rows[rows[:, 0] == 0]
+            held = {(int(r[2]), int(r[3]), phash.from_words(r[4:])) for r in rows}
+        current = set()
+        for image, unit, hashed in nodes:
+            current.add((image, unit, hashed))
+            if (image, unit, hashed) not in held:
+                yield image, unit, hashed
+        for image, unit, hashed in sorted(held - current):
+            yield beam.pvalue.TaggedOutput(GONE_TAG, (image, unit))
+
+
+def _read_pair_lines(relative: str, output: str):
+    path = paths.join(output, relative)
+    try:
+        text = files.read_bytes(path).decode("utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise read_failed(path, error) from error
+    for line in text.splitlines():
+        if line:
+            a, b, unit_a, unit_b, distance, component, _ = index.pair_ids(line)
+            yield a, b, unit_a, unit_b, distance, component
+
+
+class InSetFn(beam.DoFn):
+    """Keeps the elements whose ``key`` is (``keep_members``) or is not in the side input ``members``, a set built
+    once per bundle."""
+
+    def __init__(self, key, keep_members: bool):
+        self._key = key
+        self._keep = keep_members
+        self._members, self._source = frozenset(), None
+
+    def process(self, element, members):
+        if members is not self._source:
+            self._members, self._source = frozenset(members), members
+        if any(key in self._members for key in self._key(element)) == self._keep:
+            yield element
+
+
+def _images_of_pair(pair):
+    return pair[0], pair[1]
+
+
+def _unit_of_label(element):
+    return (element[0],)
+
+
+def _component_of_label(element):
+    return (element[1],)
+
+
+def _component_of_pair(pair):
+    return (pair[5],)
+
+
+def _image(element):
+    return element[0]
+
+
+def _unit(element):
+    return element[1]
+
+
+class SinceParent(beam.PTransform):
+    """``Changes = pairs | SinceParent(spec, ShuffleSpec())``."""
+
+    def __init__(self, spec: LeakageSpec, shuffle: ShuffleSpec = ShuffleSpec()):
+        super().__init__()
+        self._spec = spec
+        self._shuffle = shuffle
+
+    def expand(self, pairs):
+        nodes = pairs | "Nodes" >> beam.Map(node_of)
+        # (image id, unit id, hash)
+        parent = self._spec.parent
+        if parent is None:
+            none = pairs.pipeline | "NothingGone" >> beam.Create([])
+            return Changes(nodes, none, pairs.pipeline | "NoGoneUnits" >> beam.Create([]),
+                           pairs.pipeline | "NoParentPairs" >> beam.Create([]))
+        classified = (nodes
+                      | "ByFirstBand" >> beam.Map(_first_band_bucket(bands.Layout(self._spec.radius)))
+                      | "GroupByFirstBand" >> GroupPackedByKey(self._shuffle)
+                      # (bucket, [node, ...]): with the parent's rows of band 0 of that bucket
+                      | "NewOrGone" >> beam.ParDo(ClassifyFn(self._spec.output, parent)).with_outputs(
+                          GONE_TAG, main="new"))
+        gone_nodes = classified[GONE_TAG]
+        # (image id, unit id) of each parent node this run does not hold as it was
+        gone = gone_nodes | "GoneImages" >> beam.Map(_image)
+        old_pairs = (pairs.pipeline
+                     | "ParentPairsFile" >> beam.Create([parent.pairs_file] if parent.pairs_file else [])
+                     | "ParentPairs" >> beam.FlatMap(_read_pair_lines, output=self._spec.output)
+                     | "StillHeld" >> beam.ParDo(InSetFn(_images_of_pair, False), members=beam.pvalue.AsList(gone)))
+        # (a, b, unit a, unit b, distance, component) of a parent pair whose two images are held as they were
+        return Changes(classified.new, gone, gone_nodes | "GoneUnits" >> beam.Map(_unit), old_pairs)
+
+
+def _cross_unit(pair) -> bool:
+    return pair[2] != pair[3]
+
+
+def _unit_labels(pair):
+    a, b, unit_a, unit_b, distance, component = pair
+    yield unit_a, component
+    yield unit_b, component
+
+
+def _component(element):
+    return element[1]
+
+
+def _edge(pair):
+    return pair[2], pair[3]
+
+
+def _endpoints(pair):
+    yield pair[2]
+    yield pair[3]
+
+
+def _five(pair):
+    return pair[:5]
+
+
+class ComponentsToJoin(beam.PTransform):
+    """``edges, kept_labels = found | ComponentsToJoin(changes, has_parent)``: the unit edges Hash-to-Min joins
+    (the new pairs', and the parent's pairs' in components a new pair or a gone image touches), and the components of
+    the parent that stay as they were, ``(unit, component)``."""
+
+    def __init__(self, changes: Changes, has_parent: bool):
+        super().__init__()
+        self._changes = changes
+        self._has_parent = has_parent
+
+    def expand(self, found):
+        changes = self._changes
+        new_edges = found | "NewCrossUnit" >> beam.Filter(_cross_unit) | "NewUnitEdges" >> beam.Map(_edge)
+        if not self._has_parent:
+            return new_edges, found.pipeline | "NoKeptComponents" >> beam.Create([])
+        old = changes.old_pairs | "OldCrossUnit" >> beam.Filter(_cross_unit)
+        old_labels = old | "OldLabels" >> beam.FlatMap(_unit_labels) | "DistinctOldLabels" >> beam.Distinct()
+        # (unit, component) of each unit in a parent component (several units)
+        touched_units = ((found | "NewEndpoints" >> beam.FlatMap(_endpoints), changes.gone_units)
+                         | "TouchedUnits" >> beam.Flatten()
+                         | "DistinctTouchedUnits" >> beam.Distinct())
+        touched = (old_labels
+                   | "TouchedLabels" >> beam.ParDo(InSetFn(_unit_of_label, True),
+                                                   members=beam.pvalue.AsList(touched_units))
+                   | "TouchedComponents" >> beam.Map(_component)
+                   | "DistinctTouched" >> beam.Distinct())
+        # component of the parent that a new pair or a gone image touches: joined again
+        again = (old
+                 | "InTouched" >> beam.ParDo(InSetFn(_component_of_pair, True), members=beam.pvalue.AsList(touched))
+                 | "OldUnitEdges" >> beam.Map(_edge))
+        kept = old_labels | "Untouched" >> beam.ParDo(InSetFn(_component_of_label, False),
+                                                      members=beam.pvalue.AsList(touched))
+        return (new_edges, again) | "EdgesToJoin" >> beam.Flatten(), kept
+
+
+def old_near_pairs(changes: Changes):
+    """The parent's pairs still held, as FindNearPairs gives pairs."""
+    return changes.old_pairs | "OldNearPairs" >> beam.Map(_five)

@@ -1,0 +1,267 @@
+"""Splits you can trust, the pure parts (core/leakage/): the hash, bands against brute force, Hash-to-Min against a
+breadth-first search, split groups, the policy a re-run keeps, the split a component goes to, drift and --plan's
+estimate. Every expected value is computed here by a method of its own (numpy over all pairs, a BFS, arithmetic on
+hand-made counts), never by the code under test."""
+
+import collections
+import io
+import math
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from beam_pipeline.core.leakage import bands, components, drift, groups, phash, summary
+from beam_pipeline.core.leakage.splits import Policy
+from beam_pipeline.core.records import PairRef
+from beam_pipeline.core.selection import parse_split
+
+
+def _photo(seed: int, size=(96, 72)) -> np.ndarray:
+    """A smooth random picture (low-frequency noise), seeded."""
+    rng = np.random.default_rng(seed)
+    small = rng.integers(0, 256, (6, 8, 3), dtype=np.uint8)
+    return np.asarray(Image.fromarray(small).resize(size, Image.Resampling.BICUBIC))
+
+
+def _hamming(a: bytes, b: bytes) -> int:
+    return sum(bin(x ^ y).count("1") for x, y in zip(a, b))
+
+
+# --------------------------------------------------------------------------
+# The hash
+# --------------------------------------------------------------------------
+def test_the_hash_is_256_bits_and_the_same_for_the_same_pixels():
+    image = Image.fromarray(_photo(1))
+    first = phash.perceptual_hash(image)
+    assert len(first) == 32 and first == phash.perceptual_hash(image.copy())
+
+
+def test_a_grey_image_hashes_as_its_rgb_conversion():
+    grey = Image.fromarray(_photo(2)).convert("L")
+    rgb = Image.fromarray(np.repeat(np.asarray(grey)[:, :, None], 3, axis=2))
+    assert phash.perceptual_hash(grey) == phash.perceptual_hash(rgb)
+
+
+def test_a_jpeg_re_encode_stays_near_and_another_picture_does_not():
+    image = _photo(3, (320, 240))
+    buffer = io.BytesIO()
+    Image.fromarray(image).save(buffer, format="JPEG", quality=70)
+    copy = np.asarray(Image.open(buffer).convert("RGB"))
+    h = phash.perceptual_hash(Image.fromarray(image))
+    assert _hamming(h, phash.perceptual_hash(Image.fromarray(copy))) <= 4
+    assert _hamming(h, phash.perceptual_hash(Image.fromarray(_photo(4, (320, 240))))) > 3 * phash.DEFAULT_RADIUS
+
+
+def test_distance_counts_the_bits_that_differ():
+    a = bytes(32)
+    b = bytes([0b10100000]) + bytes(30) + bytes([1])
+    assert phash.distance(a, b) == 3 == _hamming(a, b)
+    words = phash.as_words([a, b])
+    assert phash.distances(words[0], words[1]) == 3
+
+
+# --------------------------------------------------------------------------
+# Bands: every pair within the radius, against all pairs
+# --------------------------------------------------------------------------
+def _random_hashes(n: int, planted: int, flips, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    bits = rng.integers(0, 2, (n, 256), dtype=np.uint8)
+    for i in range(0, 2 * planted, 2):
+        bits[i + 1] = bits[i]
+        bits[i + 1, rng.choice(256, flips[(i // 2) % len(flips)], replace=False)] ^= 1
+    return [np.packbits(row).tobytes() for row in bits]
+
+
+def _brute_force(hashes, radius):
+    bits = np.unpackbits(np.frombuffer(b"".join(hashes), np.uint8).reshape(len(hashes), 32), axis=1)
+    found = set()
+    for i in range(len(hashes)):
+        d = (bits[i + 1:] != bits[i]).sum(axis=1)
+        found.update((i, i + 1 + int(j)) for j in np.flatnonzero(d <= radius))
+    return found
+
+
+def _banded_pairs(hashes, radius, ids=None):
+    ids = np.arange(len(hashes), dtype=np.uint64) if ids is None else ids
+    rows = bands.rows_of(ids, ids, phash.as_words(hashes))
+    found = set()
+    for banded in bands.by_bucket(rows, bands.Layout(radius)).values():
+        for a, b, _, _, d in bands.pair_tuples(bands.near_pairs(banded, radius).pairs):
+            found.add((a, b))
+            assert d <= radius
+    return found
+
+
+@pytest.mark.parametrize("radius", [0, 3, 14, 20])
+def test_bands_find_every_pair_within_the_radius_and_no_other(radius):
+    hashes = _random_hashes(600, 120, flips=[0, 1, radius, radius + 1, max(radius - 1, 0), 2 * radius + 3])
+    assert _banded_pairs(hashes, radius) == _brute_force(hashes, radius)
+
+
+def test_a_pair_sharing_several_bands_is_found_once():
+    hashes = _random_hashes(10, 1, flips=[0])
+    ids = np.arange(10, dtype=np.uint64)
+    rows = bands.rows_of(ids, ids, phash.as_words(hashes))
+    banded = np.concatenate(list(bands.by_bucket(rows, bands.Layout(14)).values()))
+    found = bands.near_pairs(banded, 14).pairs
+    assert found.tolist() == [[0, 1, 0, 1, 0]]
+
+
+def test_a_huge_run_is_capped_and_still_chains_identical_hashes(monkeypatch):
+    monkeypatch.setattr(bands, "MAX_RUN", 50)
+    blank = [bytes(32)] * 200
+    ids = np.arange(200, dtype=np.uint64)
+    rows = bands.rows_of(ids, ids, phash.as_words(blank))
+    band0 = [banded[banded[:, 0] == 0] for banded in bands.by_bucket(rows, bands.Layout(2)).values()]
+    found = bands.near_pairs(np.concatenate([b for b in band0 if len(b)]), 2)
+    assert found.capped == ((0, 200),)
+    assert found.compared < 200 * 199 // 2
+    edges = [(int(a), int(b)) for a, b in found.pairs[:, :2]]
+    assert set(components.union_find(edges).values()) == {0}          # one chain through all 200
+
+
+def test_a_rerun_compares_only_the_new_rows():
+    hashes = _random_hashes(40, 20, flips=[1])
+    ids = np.arange(40, dtype=np.uint64)
+    rows = bands.rows_of(ids, ids, phash.as_words(hashes))
+    banded = np.concatenate(list(bands.by_bucket(rows, bands.Layout(4)).values()))
+    old = banded[banded[:, 2] < 30]
+    new = banded[banded[:, 2] >= 30]
+    found = bands.near_pairs(np.concatenate([old, new]), 4, new_from=len(old))
+    expected = {p for p in _brute_force(hashes, 4) if max(p) >= 30}
+    assert {(int(a), int(b)) for a, b in found.pairs[:, :2]} == expected
+
+
+# --------------------------------------------------------------------------
+# Components: Hash-to-Min rounds against a breadth-first search
+# --------------------------------------------------------------------------
+def _bfs_labels(edges):
+    graph = collections.defaultdict(set)
+    for a, b in edges:
+        graph[a].add(b)
+        graph[b].add(a)
+    labels = {}
+    for start in graph:
+        if start in labels:
+            continue
+        seen, queue = {start}, [start]
+        while queue:
+            node = queue.pop()
+            for other in graph[node] - seen:
+                seen.add(other)
+                queue.append(other)
+        for node in seen:
+            labels[node] = min(seen)
+    return labels
+
+
+def _hash_to_min(edges, rounds):
+    clusters = components.first_clusters(edges)
+    for done in range(rounds):
+        inbox = collections.defaultdict(list)
+        for node, cluster in clusters.items():
+            for target, message in components.messages(node, cluster):
+                inbox[target].append(message)
+        merged = {node: components.received(values) for node, values in inbox.items()}
+        clusters = {node: cluster for node, (cluster, _) in merged.items()}
+        if not any(changed for _, changed in merged.values()):
+            return {node: components.label(cluster) for node, cluster in clusters.items()}, done + 1
+    return None, rounds
+
+
+@pytest.mark.parametrize("length", [2, 10, 100, 1000])
+def test_a_chain_is_joined_in_logarithmic_rounds(length):
+    order = np.random.default_rng(length).permutation(length).tolist()
+    edges = [(order[i], order[i + 1]) for i in range(length - 1)]
+    labels, rounds = _hash_to_min(edges, 60)
+    assert labels == _bfs_labels(edges)
+    assert rounds <= 2 * math.ceil(math.log2(length)) + 3
+
+
+def test_hash_to_min_and_union_find_agree_on_a_random_graph():
+    rng = np.random.default_rng(5)
+    edges = [tuple(int(x) for x in rng.integers(0, 400, 2)) for _ in range(300)]
+    edges = [(a, b) for a, b in edges if a != b]
+    expected = _bfs_labels(edges)
+    assert _hash_to_min(edges, 40)[0] == expected
+    assert components.union_find(edges) == expected
+
+
+# --------------------------------------------------------------------------
+# Split groups, the policy, the split of a component
+# --------------------------------------------------------------------------
+def _ref(source_id, **meta):
+    return PairRef(key=f"{source_id}|m", source_id=source_id, image="/x/" + source_id, metadata=tuple(meta.items()))
+
+
+@pytest.mark.parametrize("text,ref,group", [
+    ("column:drive", _ref("a/b.png", drive="0001TP"), "0001TP"),
+    ("column:drive", _ref("a/b.png", drive=" "), None),
+    ("folder", _ref("seq01/frame_003.jpg"), "seq01"),
+    ("folder", _ref("frame_003.jpg"), "."),
+    ("folder:2", _ref("city/seq01/frame_003.jpg"), "city"),
+    ("regex:([^/]+)_[^_/]+\\.png$", _ref("train/0001TP_006690.png"), "0001TP"),
+    ("regex:([^/]+)_[^_/]+\\.png$", _ref("train/frame.jpg"), None),
+])
+def test_the_group_of_a_pair(text, ref, group):
+    assert groups.group_of(groups.parse_split_group(text), ref) == group
+
+
+@pytest.mark.parametrize("text", ["column:", "folder:0", "folder:x", "regex:(", "regex:abc", "camera"])
+def test_a_wrong_split_group_is_one_line(text):
+    with pytest.raises(ValueError) as error:
+        groups.parse_split_group(text)
+    assert "\n" not in str(error.value) and "--split_group" in str(error.value)
+
+
+def test_a_rerun_keeps_the_parents_policy_and_an_old_output_its_splits():
+    assert groups.resolved_policy(None, None) == (groups.GROUP, None)
+    assert groups.resolved_policy("off", {"leakage": {"policy": "group"}}) == ("off", None)
+    assert groups.resolved_policy(None, {"leakage": {"policy": "report"}}) == ("report", None)
+    policy, note = groups.resolved_policy(None, {"run_id": "x", "options": {}})
+    assert policy == groups.REPORT and "splits are kept" in note and "\n" not in note
+
+
+def test_only_group_over_fraction_splits_moves_a_component():
+    fractions = parse_split("train=0.5,test=0.5")
+    assert Policy("group", fractions).moves_splits
+    assert not Policy("report", fractions).moves_splits
+    assert not Policy("group", parse_split("column")).moves_splits
+    policy = Policy("group", fractions, (("test", "holdout"),))
+    chosen = {policy.component_split(c) for c in range(200)}
+    assert chosen == {"train", "holdout"}                    # renamed, and both splits drawn
+    assert policy.final_split("train", None) == "train"      # a unit alone keeps its split
+
+
+# --------------------------------------------------------------------------
+# Drift and --plan's estimate
+# --------------------------------------------------------------------------
+def test_jensen_shannon_of_known_histograms():
+    assert drift.jensen_shannon({"a": 5}, {"a": 9}) == 0.0
+    assert drift.jensen_shannon({"a": 1}, {"b": 1}) == pytest.approx(1.0)
+    # p = (1/2, 1/2), q = (1, 0): m = (3/4, 1/4); JS = (1/2)(1/2 log2(2/3) + 1/2 log2 2) + (1/2)(log2(4/3))
+    expected = 0.5 * (0.5 * math.log2(0.5 / 0.75) + 0.5 * math.log2(0.5 / 0.25)) + 0.5 * math.log2(1 / 0.75)
+    assert drift.jensen_shannon({"a": 1, "b": 1}, {"a": 2}) == pytest.approx(expected)
+
+
+def test_drift_flags_the_class_whose_share_moved_most():
+    parent = {"images": 100, "class_images": [100, 50, 10], "class_pixels": [800, 150, 50], "sizes": {"36": 100},
+              "brightness": [0] * 8 + [100] + [0] * 7}
+    now = {"images": 100, "class_images": [100, 50, 30], "class_pixels": [800, 150, 50], "sizes": {"36": 100},
+           "brightness": [0] * 8 + [100] + [0] * 7}
+    table = drift.compare(parent, now, 0.1, ["road", "car", "bike"])
+    rows = {row["feature"]: row for row in table["rows"]}
+    assert rows["class share of images"]["value"] == pytest.approx(0.2) and rows["class share of images"]["moved"]
+    assert "class 2 (bike)" in rows["class share of images"]["detail"]
+    assert not rows["class share of pixels"]["moved"] and rows["image size"]["value"] == 0.0
+    [warning] = drift.warnings(table, "20261201T000000Z-00000000")
+    assert warning["message"].startswith("class share of images moved since version 20261201T000000Z-00000000")
+
+
+def test_the_plan_estimate_counts_the_pairs_of_its_sample():
+    hashes = _random_hashes(50, 5, flips=[2])
+    estimate = summary.plan_estimate(hashes, selected=50, radius=6)
+    assert estimate["pairs_in_sample"] == len(_brute_force(hashes, 6)) == 5
+    rate = 5 / (50 * 49 / 2)
+    assert estimate["share_estimate"] == pytest.approx(1 - (1 - rate) ** 49)
