@@ -71,8 +71,6 @@ def reason_text(reason: str, n: int, values: Sequence[Tuple[str, int, int]] = ()
     fix = FIXES.get(reason, "").format(value=values[0][0] if values else "V")
     inside = "; ".join(part for part in (named, f"fix: {fix}" if fix else "") if part)
     return f"{reason} {n:,}" + (f" ({inside})" if inside else "")
-GATE = "max_reject_fraction"
-COUNTS_GATE = "counts"          # the counts do not reconcile: a bug (launcher: RunFailed, exit 1)
 
 
 def reject_fraction(counts: Dict[Tuple[str, str], int], discovered: int) -> Tuple[int, int]:
@@ -151,3 +149,14 @@ def train_refusal(splits: Iterable[Tuple[str, Tuple[int, int]]], allow: bool) ->
                                       "pixel the ignore label): check --ignore_label and the map (--label_map), or "
                                       "publish it anyway with --allow_no_train. Nothing was written or published")
     return None
+
+
+# The refusal a run reports when several gates refuse: a bug first, then the inputs' own faults before what
+# follows from them (all inputs rejected also leaves no train split). Beam gives the refusals in no fixed order.
+GATE_ORDER = (COUNTS_GATE, GATE, "max_growth", NO_TRAIN_GATE)
+
+
+def first_refusal(refusals: Sequence[Refusal]) -> Refusal:
+    """The refusal to report of ``refusals`` (not empty), the same on every runner: by GATE_ORDER, then message."""
+    return min(refusals, key=lambda refusal: (GATE_ORDER.index(refusal.gate) if refusal.gate in GATE_ORDER
+                                              else len(GATE_ORDER), refusal.gate, refusal.message))

@@ -197,15 +197,16 @@ class Engine:
 
 
 def direct_engine(expected_pairs: Optional[int], cores: int, given_workers: Optional[int] = None,
-                  small: int = SMALL_CORPUS_PAIRS) -> Engine:
+                  small: int = SMALL_CORPUS_PAIRS, unit: str = "pairs") -> Engine:
     """The engine for a corpus of about ``expected_pairs`` (None: unknown, or too costly to count).
 
     ``given_workers`` is the command line's --direct_num_workers: asking for workers asks for processes.
+    ``unit`` names the inputs in the reason (``images`` for classification).
     """
     if given_workers is None and expected_pairs is not None and expected_pairs <= small:
         return Engine("in_memory", 1,
-                      f"{expected_pairs:,} pairs or fewer, so the job runs in this process; from {small + 1:,} "
-                      f"it starts a worker process per core (--direct_running_mode multi_processing)")
+                      f"about {expected_pairs:,} {unit} (at most {small:,}), so the job runs in this process; "
+                      f"above {small:,} it starts a worker process per core (--direct_running_mode multi_processing)")
     workers = given_workers or cores
-    size = "a corpus of unknown size" if expected_pairs is None else f"more than {small:,} pairs"
+    size = "a corpus of unknown size" if expected_pairs is None else f"more than {small:,} {unit}"
     return Engine("multi_processing", workers, f"{size}, so the job runs in {workers} worker process(es)")

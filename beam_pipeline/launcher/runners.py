@@ -43,7 +43,8 @@ def apply_runner_defaults(argv: List[str], options: PipelineOptions, config: Cor
             direct.direct_num_workers = 1 if direct.direct_running_mode == "in_memory" else os.cpu_count() or 1
         return
     engine = runners.direct_engine(None if given_workers else expected_pairs(config, runners.SMALL_CORPUS_PAIRS),
-                                   os.cpu_count() or 1, given_workers)
+                                   os.cpu_count() or 1, given_workers,
+                                   unit="images" if config.task == "classification" else "pairs")
     direct.direct_running_mode, direct.direct_num_workers = engine.running_mode, engine.num_workers
     _LOG.info("DirectRunner: %s", engine.reason)
 

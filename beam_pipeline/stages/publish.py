@@ -25,7 +25,7 @@ from apache_beam.transforms.window import GlobalWindows
 from beam_pipeline import phases
 from beam_pipeline.core import digests, layout, paths
 from beam_pipeline.core.failures import RunFailed, write_failed
-from beam_pipeline.core.gates import COUNTS_GATE
+from beam_pipeline.core.gates import COUNTS_GATE, first_refusal
 from beam_pipeline.core.manifest import CountsDoNotReconcile, build_manifest, count_outcomes, lineage_summary
 from beam_pipeline.core.records import FILTERED, Outcome, Refusal
 from beam_pipeline.io import files, streams
@@ -108,7 +108,7 @@ class FinalizeFn(beam.DoFn):
         phases.reached(phases.FINALIZE)
         if refusals:
             files.write_bytes(paths.join(self._spec.data_dir, layout.REFUSAL),
-                              files.json_bytes(dataclasses.asdict(refusals[0])))
+                              files.json_bytes(dataclasses.asdict(first_refusal(refusals))))
         else:
             try:
                 yield self._finalize(shards, counts, discovered, reject_parts, stats[0] if stats else None,

@@ -40,7 +40,7 @@ def test_a_small_listing_runs_in_the_launcher_and_says_so(tmp_path, caplog):
     with caplog.at_level(logging.INFO, logger="beam_pipeline"):
         engine = engine_for(tmp_path, "--input", csv_listing(tmp_path, 20), "--num_classes", 8)
     assert engine == ("in_memory", 1)
-    assert any("DirectRunner: 20 pairs or fewer, so the job runs in this process" in record.getMessage()
+    assert any("DirectRunner: about 20 pairs (at most 1,000), so the job runs in this process" in record.getMessage()
                for record in caplog.records), caplog.text
 
 

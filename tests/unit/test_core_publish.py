@@ -161,3 +161,15 @@ def test_a_holder_on_another_host_is_gone_when_its_lease_ran_out(monkeypatch):
     stale, why = locking.is_stale(record, 1075.0)
     assert stale and why == "no heartbeat for 75 s (lease 60 s)"
     assert locking.describe(record).startswith("run r2 (host elsewhere.example, pid ")
+
+
+def test_the_reported_refusal_is_the_same_whatever_order_beam_gives():
+    from itertools import permutations
+    from beam_pipeline.core.gates import first_refusal
+    from beam_pipeline.core.records import Refusal
+    refusals = [Refusal("no_train", "the version would have no train split"),
+                Refusal("max_reject_fraction", "90 % rejected"),
+                Refusal("max_growth", "grows 9x")]
+    assert {first_refusal(list(order)).gate for order in permutations(refusals)} == {"max_reject_fraction"}
+    assert first_refusal(refusals + [Refusal("counts", "lost inputs")]).gate == "counts"
+    assert first_refusal([Refusal("no_train", "b"), Refusal("no_train", "a")]).message == "a"

@@ -43,7 +43,7 @@ def test_only_local_paths_are_reported_and_only_for_remote_workers():
 def test_a_small_corpus_runs_in_the_launcher():
     engine = direct_engine(252, cores=2, small=1000)
     assert (engine.running_mode, engine.num_workers) == ("in_memory", 1)
-    assert "252 pairs or fewer" in engine.reason and "from 1,001" in engine.reason
+    assert "about 252 pairs (at most 1,000)" in engine.reason and "above 1,000" in engine.reason
 
 
 def test_the_threshold_itself_is_small_and_one_more_is_not():
@@ -62,3 +62,8 @@ def test_an_unknown_size_gets_a_worker_process_per_core():
 def test_asking_for_workers_asks_for_processes_whatever_the_size():
     engine = direct_engine(10, cores=2, given_workers=3)
     assert (engine.running_mode, engine.num_workers) == ("multi_processing", 3)
+
+
+def test_the_reason_names_images_for_classification():
+    assert "about 10 images (at most 1,000)" in direct_engine(10, cores=2, unit="images").reason
+    assert "more than 1,000 images" in direct_engine(5000, cores=2, unit="images").reason
