@@ -15,13 +15,15 @@ OUT --num_classes 8 --overwrite`` into a fresh output:
 With ``--rerun``, also a +5 % re-run of ``before`` and of ``group``: a run on the first 95 % of the listing (not
 timed), then the whole listing into the same output (timed: the re-run validates the new 5 %, and ``group``
 compares only their hashes with the parent's index). Figures: the wall time from spawn to reaping, median (min..max)
-over the repetitions, and each kind's ratio to ``before`` taken within each repetition.
+over the repetitions, and each kind's ratio to ``before`` taken within each repetition; the same for the CPU time of
+the run and its worker processes (``RUSAGE_CHILDREN``), which another session's load moves less than wall time.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -44,6 +46,7 @@ def pipeline(root: Path, listing: Path, output: Path, extra: Sequence[str], log_
     command = [sys.executable, "-m", "beam_pipeline", "--input", str(listing), "--output", str(output),
                "--num_classes", "8", "--overwrite", *extra]
     busy, own = machine_busy_seconds(), cpu_seconds()
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     with log_path.open("w") as handle:
         completed = subprocess.run(command, cwd=root, stdout=handle, stderr=subprocess.STDOUT,
@@ -51,7 +54,9 @@ def pipeline(root: Path, listing: Path, output: Path, extra: Sequence[str], log_
     seconds = time.perf_counter() - started
     if completed.returncode != 0:
         raise RuntimeError(f"exit {completed.returncode}: see {log_path}")
-    return {"seconds": seconds, "other_cores": other_cores(busy, cpu_seconds() - own, seconds)}
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime + after.ru_stime) - (children.ru_utime + children.ru_stime)   # the run and its workers
+    return {"seconds": seconds, "cpu_seconds": cpu, "other_cores": other_cores(busy, cpu_seconds() - own, seconds)}
 
 
 def one(kind: str, baseline: Path, listings: dict, workdir: Path, repeat: int) -> dict:
@@ -88,17 +93,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         for kind in interleaved(kinds, repeat):
             result = one(kind, args.baseline.resolve(), listings, workdir, repeat)
             runs[kind].append(result)
-            log(f"{kind:<13} {result['seconds']:.1f} s  other load {result['other_cores']:.2f}")
-    lines = [f"{args.pairs} JPEG pairs of tools/photo_corpus.py, {args.repeats} repetitions; wall time, s:"]
-    for kind in kinds:
-        base = "rerun_before" if kind.startswith("rerun") else "before"
-        ratios = [run["seconds"] / before["seconds"] for run, before in zip(runs[kind], runs[base])]
-        lines.append(f"  {kind:<13} {fmt_spread(spread_figure([r['seconds'] for r in runs[kind]]), '.1f'):>22}   "
-                     f"/ {base}: {fmt_spread(spread_figure(ratios))}")
-    if args.rerun:
-        extra = [(g["seconds"] - b["seconds"]) / full["seconds"]
-                 for g, b, full in zip(runs["rerun_group"], runs["rerun_before"], runs["before"])]
-        lines.append(f"  the re-run's extra time for grouping / a full run (before): {fmt_spread(spread_figure(extra))}")
+            log(f"{kind:<13} {result['seconds']:.1f} s  CPU {result['cpu_seconds']:.1f} s  "
+                f"other load {result['other_cores']:.2f}")
+    lines = [f"{args.pairs} JPEG pairs of tools/photo_corpus.py, {args.repeats} repetitions:"]
+    for field in ("seconds", "cpu_seconds"):
+        lines.append(f" {'wall time' if field == 'seconds' else 'CPU time of the run and its workers'}, s:")
+        for kind in kinds:
+            base = "rerun_before" if kind.startswith("rerun") else "before"
+            ratios = [run[field] / before[field] for run, before in zip(runs[kind], runs[base])]
+            lines.append(f"  {kind:<13} {fmt_spread(spread_figure([r[field] for r in runs[kind]]), '.1f'):>22}   "
+                         f"/ {base}: {fmt_spread(spread_figure(ratios))}")
+        if args.rerun:
+            extra = [(g[field] - b[field]) / full[field]
+                     for g, b, full in zip(runs["rerun_group"], runs["rerun_before"], runs["before"])]
+            lines.append(f"  the re-run's extra for grouping / a full run (before): {fmt_spread(spread_figure(extra))}")
     noise = [r["other_cores"] for done in runs.values() for r in done]
     lines.append(f"  CPU used by other processes meanwhile, cores: median {sorted(noise)[len(noise) // 2]:.2f}, "
                  f"max {max(noise):.2f}")
