@@ -12,7 +12,7 @@ one) of the two histograms. A row above the threshold is flagged, and the run wa
 import math
 from typing import Dict, List, Optional, Sequence
 
-DEFAULT_THRESHOLD = 0.05      # docs/leakage.md, "Drift": well above two samples of one corpus, well below a new source
+DEFAULT_THRESHOLD = 0.05      # docs/leakage.md, "Drift": above a +10 % re-run of one source, below half-size images
 BRIGHTNESS_BINS = 16
 LUMA = (299, 587, 114)        # BT.601 weights, in thousandths
 

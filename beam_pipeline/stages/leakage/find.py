@@ -27,11 +27,12 @@ FILES_TAG = "files"            # (path relative to the output, its files entry)
 TALLY_TAG = "tally"            # Tally of a bucket: distances computed, runs capped
 BAND_WIDTH = 2 + bands.ROW_WORDS   # a band row: band, value, then the row (image, unit, the hash)
 _FLUSH_ROWS = 50_000           # a bundle sends its rows once it holds this many hashes
+EVERY_BUCKET = -1              # a node (EVERY_BUCKET, bucket, b""): BandRowsFn sends the bucket no row
 
 
 class BandRowsFn(beam.DoFn):
     """(image id, unit id, hash) -> (bucket, packed band rows), once per bucket at the end of the bundle (or when
-    it holds _FLUSH_ROWS hashes)."""
+    it holds _FLUSH_ROWS hashes); (EVERY_BUCKET, bucket, b"") -> (bucket, b"")."""
 
     def __init__(self, radius: int):
         self._layout = bands.Layout(radius)
@@ -41,11 +42,12 @@ class BandRowsFn(beam.DoFn):
         self._nodes = []
 
     def process(self, node):
-        if len(node[2]) != phash.BYTES:
-            return
-        self._nodes.append(node)
-        if len(self._nodes) >= _FLUSH_ROWS:
-            yield from self._flush()
+        if node[0] == EVERY_BUCKET:
+            yield node[1], b""
+        elif len(node[2]) == phash.BYTES:
+            self._nodes.append(node)
+            if len(self._nodes) >= _FLUSH_ROWS:
+                yield from self._flush()
 
     def finish_bundle(self):
         for element in self._flush():
@@ -117,12 +119,15 @@ class FindNearPairs(beam.PTransform):
 
     def expand(self, nodes):
         every_bucket = (nodes.pipeline
-                        | "EveryBucket" >> beam.Create([(bucket, b"") for bucket in range(bands.BUCKETS)]))
-        # (bucket, b""): every bucket is compared, and writes its index file, even with no new row
+                        | "EveryBucket" >> beam.Create([(EVERY_BUCKET, bucket, b"") for bucket in range(bands.BUCKETS)]))
+        # (EVERY_BUCKET, bucket, b""): every bucket is compared, and writes its index file, even with no new row.
+        # Flattened with the nodes, not with the band rows: the DirectRunner's engine (Beam 2.70) lost whole packed
+        # band rows between a Flatten of two stages and the files shuffle (docs/leakage.md, "Cost")
         side: Dict[str, object] = {} if self._gone is None else {"gone": beam.pvalue.AsList(self._gone)}
-        found = ((nodes | "BandRows" >> beam.ParDo(BandRowsFn(self._radius)), every_bucket)
-                 # (bucket, packed band rows of a bundle)
+        found = ((nodes, every_bucket)
                  | "WithEveryBucket" >> beam.Flatten()
+                 | "BandRows" >> beam.ParDo(BandRowsFn(self._radius))
+                 # (bucket, packed band rows of a bundle) and (bucket, b"") for every bucket
                  | "GroupByBandBucket" >> GroupPackedByKey(self._shuffle)
                  # (bucket, [packed band rows, ...]): one worker per bucket
                  | "CompareInBucket" >> beam.ParDo(FindInBucketFn(self._radius, self._output, self._version,
