@@ -126,12 +126,13 @@ def summary_line(leakage: Optional[dict]) -> List[str]:
     radius = leakage["hash"]["radius"]
     components = leakage["components"]
     cross = leakage["cross_split_pairs"]
-    text = (f"near-duplicates: {leakage['pairs']:,} pairs within {radius} of {leakage['hash']['bits']} bits in "
+    # no "pair" in the line: a classification run counts images (core/tasks.units); the file is in the manifest
+    text = (f"near-duplicates: {leakage['pairs']:,} within {radius} of {leakage['hash']['bits']} bits in "
             f"{components['count']:,} components (largest {components['largest']:,} images); "
             f"across splits {cross['before']:,} before grouping, {cross['after']:,} after")
     if leakage.get("moved_pairs"):
-        text += f"; {leakage['moved_pairs']:,} pairs moved split"
-    lines.append(text + f" ({leakage['pairs_file']})")
+        text += f"; {leakage['moved_pairs']:,} moved to another split"
+    lines.append(text + " (manifest.json: leakage)")
     return lines
 
 
@@ -190,6 +191,6 @@ def plan_estimate(hashes: List[bytes], selected: int, radius: int) -> Optional[d
 def plan_line(estimate: Optional[dict]) -> List[str]:
     if not estimate:
         return []
-    return [f"  near duplicates          {estimate['pairs_in_sample']:,} pairs among the {estimate['sampled']:,} "
-            f"sampled images ({estimate['images_in_sample']:,} images, radius {estimate['radius']}); about "
+    return [f"  near duplicates          {estimate['images_in_sample']:,} of the {estimate['sampled']:,} sampled images "
+            f"have one ({estimate['pairs_in_sample']:,} matches within radius {estimate['radius']}); about "
             f"{100 * estimate['share_estimate']:.1f} % of the selected images have one (docs/leakage.md)"]
