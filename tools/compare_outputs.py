@@ -23,8 +23,19 @@ from typing import Dict, List, Optional, Sequence, Tuple
 RUN_DEPENDENT = ("report.html", "rejects/", "class_index/", "transform/transform_fn/saved_model.pb",
                  "transform/transform_fn/fingerprint.pb")
 RUN_ENTRIES = ("options", "versions", "rejects", "class_index", "run_id", "data_dir", "transform_dir",
-               "retained_run_ids", "timing", "files", "lineage")
+               "retained_run_ids", "timing", "files", "lineage", "drift")
+# Entries inside a section that say how a version came from its parent, not what it holds: a re-run compares only
+# its new hashes with the parent's index (distances_computed, index's reused/rebuilt, note) and moves fewer pairs
+# (they start in the parent's splits) than a fresh run, into the same splits.
+LINEAGE_FIELDS = {"leakage": ("moved_pairs", "distances_computed", "index", "note")}
 _RUN_FOLDER = re.compile(r"runs/\d{8}T\d{6}Z-[0-9a-f]{8}/")
+
+
+def _without_lineage(manifest: dict) -> dict:
+    for section, fields in LINEAGE_FIELDS.items():
+        if isinstance(manifest.get(section), dict):
+            manifest[section] = {key: value for key, value in manifest[section].items() if key not in fields}
+    return manifest
 
 
 def _raw(out: Path) -> dict:
@@ -93,7 +104,7 @@ def differences(expected_dir: Path, actual_dir: Path,
                 input_roots: Optional[Tuple[str, str]] = None) -> List[str]:
     """What differs between two published outputs of the same input and options; empty when nothing."""
     roots = (input_roots[1], input_roots[0]) if input_roots else None
-    expected, actual = manifest_of(expected_dir), manifest_of(actual_dir)
+    expected, actual = (_without_lineage(manifest_of(expected_dir)), _without_lineage(manifest_of(actual_dir)))
     found = []
     for key in sorted(set(expected) | set(actual)):
         if key not in RUN_ENTRIES and expected.get(key) != actual.get(key):

@@ -22,7 +22,7 @@ class ReportLimits:
     gallery_per_class: int = 6          # examples shown per class (fewer when there are many classes)
     max_gallery_items: int = 600        # examples kept in memory for the gallery, all classes together
     thumbnail_px: int = 224             # longest side of a gallery image
-    gallery_bytes: int = 2_500_000      # encoded gallery images in the report; extra examples are left out
+    gallery_bytes: int = 2_500_000      # encoded images in the report (near pairs ≤ 1/4, then the gallery)
     max_shards: int = 8                 # shards read for the gallery and the image-size sample
     max_shard_bytes: int = 512 << 20    # record bytes read from those shards, in all
     reject_examples: int = 5            # example paths shown per reject reason

@@ -36,28 +36,36 @@ def _sizes(leakage: dict) -> str:
     return table(["images in the component", "components"], rows, "component-sizes")
 
 
-def _figure(pair: dict, thumb, which: int) -> str:
+def _figure(pair: dict, uri: str, thumb, which: int) -> str:
     before, after = pair["splits_before"][which], pair["splits_after"][which]
     moved = "" if before == after else f" → {esc(after)}"
     name = pair["a"] if which == 0 else pair["b"]
-    return (f'<figure><img alt="{esc(name)}" src="{jpeg_data_uri(thumb)}" width="{thumb.shape[1]}" '
+    return (f'<figure><img alt="{esc(name)}" src="{uri}" width="{thumb.shape[1]}" '
             f'height="{thumb.shape[0]}"><figcaption><code>{esc(name)}</code><br>{esc(before)}{moved}'
             f"</figcaption></figure>")
 
 
-def _pairs(report: data.ReportData, leakage: dict) -> str:
+def _pairs(report: data.ReportData, leakage: dict, budget: int) -> str:
+    """The closest cross-split pairs side by side, closest first, while their images fit ``budget`` bytes."""
     if not report.near_pairs:
         return '<p class="note">No near-duplicate pair lay across splits.</p>'
-    rows = []
+    rows, spent = [], 0
     for pair, thumb_a, thumb_b in report.near_pairs:
-        rows.append(f'<div class="gallery" data-near-pair="{pair["distance"]}">{_figure(pair, thumb_a, 0)}'
-                    f'{_figure(pair, thumb_b, 1)}<p class="note">{pair["distance"]} bits apart</p></div>')
+        uris = (jpeg_data_uri(thumb_a), jpeg_data_uri(thumb_b))
+        if spent + len(uris[0]) + len(uris[1]) > budget:
+            break
+        spent += len(uris[0]) + len(uris[1])
+        rows.append(f'<div class="gallery" data-near-pair="{pair["distance"]}">{_figure(pair, uris[0], thumb_a, 0)}'
+                    f'{_figure(pair, uris[1], thumb_b, 1)}<p class="note">{pair["distance"]} bits apart</p></div>')
     what = ("before grouping, and the split each went to" if leakage["applied"].startswith("grouped")
             else "now (the splits are kept)")
-    return f'<h3>The closest pairs across splits, {what}</h3>' + "".join(rows)
+    left = len(report.near_pairs) - len(rows)
+    more = f'<p class="note">{left} more pair(s) left out: the report\'s image budget is spent.</p>' if left else ""
+    return f'<h3>The closest pairs across splits, {what}</h3>' + "".join(rows) + more
 
 
-def leakage_section(report: data.ReportData) -> str:
+def leakage_section(report: data.ReportData, image_bytes: int) -> str:
+    """The near-duplicate section; its thumbnails take at most ``image_bytes`` of the report's image budget."""
     leakage = report.manifest.get("leakage")
     if not leakage:
         return ""
@@ -67,7 +75,7 @@ def leakage_section(report: data.ReportData) -> str:
     if leakage["pairs"]:
         body += chart(charts.distance_chart(leakage["distance_histogram"], leakage["hash"]["bits"]),
                       "near-duplicate pairs per distance")
-    body += _sizes(leakage) + _pairs(report, leakage)
+    body += _sizes(leakage) + _pairs(report, leakage, image_bytes)
     return section("leakage", "Near duplicates and split groups", body)
 
 

@@ -262,10 +262,24 @@ def _located(output: str, manifest: dict, keys: set) -> Dict[str, tuple]:
     return found
 
 
+def _skip_to(handle, offset: int) -> None:
+    """Move ``handle`` to ``offset``: a seek where the store's handle has one, else reading forward."""
+    try:
+        handle.seek(offset)
+        return
+    except (AttributeError, NotImplementedError, OSError, ValueError):   # io.UnsupportedOperation is both
+        pass
+    while offset > 0:
+        chunk = handle.read(min(offset, 1 << 20))
+        if not chunk:
+            return
+        offset -= len(chunk)
+
+
 def _record_at(output: str, manifest: dict, where: tuple) -> bytes:
     shard, offset, size = where
     with FileSystems.open(layout.resolve(output, manifest, shard)) as handle:
-        handle.seek(offset)
+        _skip_to(handle, offset)
         framed = handle.read(size)
     return framed[12:-4]                          # a TFRecord frame: length, its CRC, the record, its CRC
 

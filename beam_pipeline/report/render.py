@@ -1,6 +1,8 @@
 """ReportData -> one self-contained HTML page (CSS and every image inline, no script, no network)."""
 
+import dataclasses
 import json
+import re
 from typing import Dict, Iterable, List
 
 from beam_pipeline.report import charts, data
@@ -252,18 +254,27 @@ def _cards(manifest: dict) -> str:
                                          for k, v in items) + "</div>"
 
 
+def _jpeg_bytes(html: str) -> int:
+    """The bytes of the JPEG data URIs in ``html``."""
+    return sum(len(uri) for uri in re.findall(r'src="(data:image/jpeg;[^"]*)"', html))
+
+
 def render_html(report: data.ReportData, limits: data.ReportLimits = data.ReportLimits()) -> str:
     manifest = report.manifest
     colours = palette(manifest["num_classes"])
     output = (manifest.get("options") or {}).get("output", "")
     title = f"Dataset report: {output}" if output else "Dataset report"
+    leakage = leakage_section(report, limits.gallery_bytes // 4)
+    # One budget for the report's images: the near-duplicate pairs' thumbnails take at most a quarter of it, the
+    # gallery gets the rest.
+    gallery_limits = dataclasses.replace(limits, gallery_bytes=max(0, limits.gallery_bytes - _jpeg_bytes(leakage)))
     sections: Dict[str, str] = {
         "funnel": funnel_section(report, limits), "splits": splits_section(manifest),
         "classes": classes_section(report, colours, limits), "mask-values": mask_values_section(manifest),
         "images": images_section(report),
         "shards": shards_section(report, limits), "balance": balance_section(report, colours),
-        "leakage": leakage_section(report), "drift": drift_section(manifest),
-        "gallery": gallery_section(report, colours, limits), "run": run_section(manifest)}
+        "leakage": leakage, "drift": drift_section(manifest),
+        "gallery": gallery_section(report, colours, gallery_limits), "run": run_section(manifest)}
     sections = {key: html for key, html in sections.items() if html}
     nav = " · ".join(f'<a href="#{key}">{key}</a>' for key in sections)
     return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>'
