@@ -25,6 +25,7 @@ import argparse
 import concurrent.futures
 import csv
 import io
+import multiprocessing
 import os
 import sys
 from pathlib import Path
@@ -91,7 +92,9 @@ def _scene(index: int, seed: int):
 
 
 def _scenes(indices: Sequence[int], seed: int, workers: int) -> List[tuple]:
-    with concurrent.futures.ProcessPoolExecutor(max_workers=workers) as pool:
+    # Spawned, not forked: a fork of a process that runs TensorFlow's threads (the tests') can hang in the child.
+    with concurrent.futures.ProcessPoolExecutor(max_workers=workers,
+                                                mp_context=multiprocessing.get_context("spawn")) as pool:
         return list(pool.map(_scene, indices, [seed] * len(indices), chunksize=8))
 
 
