@@ -62,7 +62,8 @@ _INSPECT = """() => {
   const rows = sel => [...document.querySelectorAll(sel)].map(el => ({...el.dataset, text: el.innerText.trim()}));
   return {graphics, tables, data: {funnel: rows('tr[data-stage]'), splits: rows('tr[data-split]'),
           gallery: rows('[data-gallery-class]'), strata: rows('tr[data-stratum]'),
-          figures: document.querySelectorAll('#gallery figure').length}};
+          figures: document.querySelectorAll('#gallery figure').length,
+          near_pair_figures: document.querySelectorAll('#leakage figure').length}};
 }"""
 
 
