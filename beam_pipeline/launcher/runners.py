@@ -82,7 +82,7 @@ def apply_worker_log_options(argv: List[str], options: PipelineOptions) -> None:
     """
     worker = options.view_as(WorkerOptions)
     for name, value in console.worker_log_options(options.view_as(CorpusOptions).log_level).items():
-        if not any(arg == f"--{name}" or arg.startswith(f"--{name}=") for arg in argv):
+        if not _given(argv, name):
             setattr(worker, name, value)
 
 
