@@ -30,6 +30,11 @@ the job's pipeline options (tools/flink/sdk_boot.py); the credentials are in the
 environment, as on a TaskManager host. tf.Transform writes on this machine's disk and its output is
 copied to the bucket: the workers share that disk, so the launcher lets it run.
 
+Near-duplicate grouping (docs/leakage.md) runs on both runners on a corpus of planted copies with no split column:
+the grouped version is the same on Flink, byte for byte (its leakage section, pairs file and index included), and a
+re-run on Flink that compares only its new hashes with the parent's index ends with the splits, pairs, records and
+statistics of a fresh DirectRunner run.
+
 Last, the local-disk job runs again on a changed listing (tests/deltas.py: pairs added and removed, one moved
 to another split): the version it publishes keeps the first job's shards, writes only what changed and holds
 the records of a fresh DirectRunner run on that listing (docs/incremental.md).
@@ -266,6 +271,89 @@ def test_s3_to_s3_on_flink_equals_the_local_direct_run(flink_s3_run, object_loca
                               env=subprocess_env(store), timeout=FLINK_RUN_TIMEOUT)
     assert verified.returncode == 0, verified.stderr[-3000:]
     assert verified.stdout.startswith(f"OK: {len(manifest['files'])} files"), verified.stdout
+
+
+@pytest.fixture(scope="module")
+def planted(flink_cluster, tmp_path_factory):
+    """Near-duplicate grouping on both runners (docs/leakage.md): the planted corpus of tools/planted_copies.py
+    (30 collages of real photographs each with a re-encoded, resized, cropped, brightened or re-formatted copy
+    named so that the per-image split separates the two, among 20 more scenes and scikit-image's photographs),
+    with no split column, so the fraction splits are grouped. D lacks every third copy. Returns (the whole
+    listing, options, {runner: output of D})."""
+    from tools.planted_copies import write_planted
+    import csv
+    folder = tmp_path_factory.mktemp("flink_planted") / "corpus"
+    listing = write_planted(folder, bases=30, distinct=20, seed=1, workers=2)
+    with open(folder / "planted.csv", newline="") as handle:
+        later = {row["copy"] for index, row in enumerate(csv.DictReader(handle)) if index % 3 == 0}
+    with open(listing, newline="") as source, open(folder / "d.csv", "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=["image", "mask"])
+        writer.writeheader()
+        writer.writerows(row for row in csv.DictReader(source) if row["image"] not in later)
+    options = ["--num_classes", NUM_CLASSES, "--target_shard_bytes", 2_000_000]
+    outs = {name: tmp_path_factory.mktemp(f"planted_{name}") / "out" for name in ("direct", "flink")}
+    run_cli("--input", folder / "d.csv", "--output", outs["direct"], *options)
+    _flink_job(flink_cluster, ["--input", folder / "d.csv", "--output", outs["flink"], *options],
+               "planted copies, grouped")
+    return listing, options, outs
+
+
+@pytest.fixture(scope="module")
+def planted_rerun(planted, flink_cluster, tmp_path_factory):
+    """(the Flink output, the fresh DirectRunner output, the re-run's stdout): the whole listing on Flink into its
+    D output with --overwrite (a re-run comparing only its new hashes with the parent's index, which the SDK
+    workers read), and fresh on the DirectRunner. It replaces the Flink output's D version."""
+    listing, options, outs = planted
+    fresh = tmp_path_factory.mktemp("planted_fresh") / "out"
+    run_cli("--input", listing, "--output", fresh, *options)
+    stdout, _ = _flink_job(flink_cluster, ["--input", listing, "--output", outs["flink"], *options, "--overwrite"],
+                           "planted copies, a re-run against the parent's index")
+    return outs["flink"], fresh, stdout
+
+
+def _live_sources(out):
+    """{source id: split} of every live record, read with tf.data."""
+    import tensorflow as tf
+    manifest = json.loads((out / "manifest.json").read_text())
+    spec = {"image/source_id": tf.io.FixedLenFeature([], tf.string)}
+    found = {}
+    for split, entry in manifest["splits"].items():
+        for shard in entry["shards"]:
+            deleted = set(shard.get("deleted", ()))
+            for index, record in enumerate(tf.data.TFRecordDataset(str(out / shard["path"]))):
+                if index not in deleted:
+                    found[tf.io.parse_single_example(record, spec)["image/source_id"].numpy().decode()] = split
+    return found
+
+
+def _pair_lines(out):
+    manifest = json.loads((out / "manifest.json").read_text())
+    run = re.compile(r"runs/\d{8}T\d{6}Z-[0-9a-f]{8}/")
+    return sorted(run.sub("", line) for line in (out / manifest["leakage"]["pairs_file"]).read_text().splitlines())
+
+
+def test_grouped_splits_on_flink_equal_the_direct_runs(planted):
+    """The same shards, manifest (its leakage section included), near-duplicate pairs and index, byte for byte;
+    and grouping did move planted copies into their base's split."""
+    _, _, outs = planted
+    assert_same_outputs(outs["direct"], outs["flink"])
+    leakage = manifest_of(outs["flink"])["leakage"]
+    assert leakage["applied"] == "grouped into one split" and leakage["moved_pairs"] > 0, leakage
+    assert leakage["cross_split_pairs"]["before"] > 0 and leakage["cross_split_pairs"]["after"] == 0
+
+
+def test_a_rerun_on_flink_against_the_parents_index_ends_as_a_fresh_direct_run(planted_rerun):
+    out, fresh, stdout = planted_rerun
+    manifest, reference = (json.loads((folder / "manifest.json").read_text()) for folder in (out, fresh))
+    assert manifest["options"]["runner"] == "FlinkRunner"
+    assert manifest["leakage"]["index"]["reused"] == manifest["lineage"]["parent_run_id"]
+    assert manifest["leakage"]["distances_computed"] < reference["leakage"]["distances_computed"]
+    assert _live_sources(out) == _live_sources(fresh)
+    assert _pair_lines(out) == _pair_lines(fresh)
+    assert live_records(out) == live_records(fresh)
+    assert (dataset_dir(out) / "stats.json").read_bytes() == (dataset_dir(fresh) / "stats.json").read_bytes()
+    assert manifest["counts"] == reference["counts"]
+    assert re.search(r"^near-duplicates: \d+ within 14 of 256 bits", stdout, re.M)
 
 
 def test_a_changed_listing_on_flink_writes_only_the_change_and_holds_the_direct_runs_records(
