@@ -6,9 +6,8 @@ use);
 below.
 Exact pins for a launcher or developer machine are in requirements.txt.
 
-The dataset report (``beam_pipeline.report``, matplotlib) is written by the launcher after the
-job, never on a worker, so matplotlib is a launcher dependency (requirements.txt) and not listed
-here; if publishing ever moves into a DoFn that calls the report, add it below.
+The dataset report (``beam_pipeline.report``) is written by the launcher after the job, never on a
+worker; it draws its charts itself (report/svg.py) and needs only numpy and Pillow, listed below.
 """
 
 import setuptools

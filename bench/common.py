@@ -177,6 +177,23 @@ def cpu_seconds() -> float:
     return total
 
 
+def run_measured(command: Sequence[str], cwd: Path, log_path: Path, env: Optional[dict] = None) -> dict:
+    """Run ``command`` to its end, its output into ``log_path``: its wall seconds from spawn to reaping, the CPU
+    seconds of it and every process it started (``RUSAGE_CHILDREN``), and the cores other processes used
+    meanwhile. A non-zero exit raises, naming the log."""
+    busy, own = machine_busy_seconds(), cpu_seconds()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    with log_path.open("w") as handle:
+        completed = subprocess.run(list(command), cwd=cwd, stdout=handle, stderr=subprocess.STDOUT, env=env)
+    seconds = time.perf_counter() - started
+    if completed.returncode != 0:
+        raise RuntimeError(f"exit {completed.returncode}: see {log_path}")
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    return {"seconds": seconds, "cpu_seconds": cpu, "other_cores": other_cores(busy, cpu_seconds() - own, seconds)}
+
+
 def read_stat(pid: str) -> Optional[tuple[int, float, int]]:
     """(parent pid, CPU ticks, RSS pages) of a process from /proc, or None when it is gone.
 

@@ -23,11 +23,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import shutil
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -35,7 +32,7 @@ BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 sys.path[:0] = [str(ROOT), str(BENCH)]
 
-from common import cpu_seconds, ensure_photo_corpus, log, machine_busy_seconds, other_cores, photo_listing  # noqa: E402
+from common import ensure_photo_corpus, log, photo_listing, run_measured  # noqa: E402
 from harness import fmt_spread, interleaved, spread_figure, write_json  # noqa: E402
 
 FULL = ("before", "group", "off")
@@ -45,18 +42,7 @@ RERUN = ("rerun_before", "rerun_group")
 def pipeline(root: Path, listing: Path, output: Path, extra: Sequence[str], log_path: Path) -> dict:
     command = [sys.executable, "-m", "beam_pipeline", "--input", str(listing), "--output", str(output),
                "--num_classes", "8", "--overwrite", *extra]
-    busy, own = machine_busy_seconds(), cpu_seconds()
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    started = time.perf_counter()
-    with log_path.open("w") as handle:
-        completed = subprocess.run(command, cwd=root, stdout=handle, stderr=subprocess.STDOUT,
-                                   env=dict(os.environ, PYTHONPATH=str(root)))
-    seconds = time.perf_counter() - started
-    if completed.returncode != 0:
-        raise RuntimeError(f"exit {completed.returncode}: see {log_path}")
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime + after.ru_stime) - (children.ru_utime + children.ru_stime)   # the run and its workers
-    return {"seconds": seconds, "cpu_seconds": cpu, "other_cores": other_cores(busy, cpu_seconds() - own, seconds)}
+    return run_measured(command, root, log_path, dict(os.environ, PYTHONPATH=str(root)))
 
 
 def one(kind: str, baseline: Path, listings: dict, workdir: Path, repeat: int) -> dict:
@@ -81,13 +67,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--rerun", action="store_true", help="also a +5 %% re-run of before and group")
     parser.add_argument("--workdir", type=Path, default=ROOT / "build" / "bench")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--no_off", action="store_true",
+                        help="leave out the `off` full run (the hash without grouping): a third less time at a "
+                             "large size, where the targets need only `before` and `group`")
     args = parser.parse_args(argv)
     workdir = args.workdir.resolve()
     (workdir / "logs").mkdir(parents=True, exist_ok=True)
     folder, _ = ensure_photo_corpus(workdir, args.pairs)
     listings = {"full": photo_listing(folder, "jpeg", args.pairs),
                 "parent": photo_listing(folder, "jpeg", args.pairs * 95 // 100)}
-    kinds = FULL + (RERUN if args.rerun else ())
+    kinds = tuple(k for k in FULL if not (args.no_off and k == "off")) + (RERUN if args.rerun else ())
     runs = {kind: [] for kind in kinds}
     for repeat in range(args.repeats):
         for kind in interleaved(kinds, repeat):

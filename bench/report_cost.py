@@ -5,7 +5,7 @@ checkout's root first on ``sys.path``. Inside, Beam, numpy and Pillow are import
 holds them already), then the report is made as ``commit.py`` makes it, timed in parts:
 
 * ``gather``: reading the shards and the gallery's thumbnails (``read.gather``);
-* ``mpl``: importing the chart module (matplotlib), which the launcher does not otherwise import;
+* ``mpl``: importing the chart modules (matplotlib's before the charts were drawn by report/svg.py);
 * ``render``: charts, gallery encoding and the HTML (``render.render_html``);
 * ``total``: all of the above;
 * ``render_report``: in another process, the whole as ``commit.py`` calls it (``render_report``), which
@@ -40,7 +40,7 @@ from beam_pipeline.report import read
 from beam_pipeline.report.data import ReportLimits
 out = sys.argv[1]
 manifest = read.read_json(out + "/manifest.json")
-folder = out + "/" + manifest["data_dir"] if manifest.get("data_dir") else out
+folder = out                        # the manifest's paths resolve below the output folder (core/layout.py)
 stats = read.read_stats(folder, manifest)
 from tfx_bsl.coders import example_coder  # imported by the statistics step before the report
 clock = {"cpu": time.process_time, "wall": time.perf_counter}

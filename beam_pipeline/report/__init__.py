@@ -12,7 +12,8 @@ Two entry points for the publish step, both deterministic (same artifacts, same 
 
 ``manifest`` is the manifest as a dict (it need not be on disk yet); ``output`` is the output folder,
 below which its paths (shards, rejects, stats.json) resolve (core/layout.py), through Beam's FileSystems. The report is
-meant to be written by the launcher, not by workers: matplotlib is a launcher dependency only.
+meant to be written by the launcher, not by workers; its charts are drawn as SVG text (``svg.py``), without a
+plotting library.
 
 ``python -m beam_pipeline.report OUTPUT_DIR`` rewrites both from the published artifacts.
 
