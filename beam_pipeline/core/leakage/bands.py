@@ -59,12 +59,14 @@ def rows_of(image_ids: np.ndarray, unit_ids: np.ndarray, words: np.ndarray) -> n
     return np.column_stack([image_ids.astype(np.uint64), unit_ids.astype(np.uint64), words]).astype(np.uint64)
 
 
-def band_values(words: np.ndarray, layout: Layout) -> np.ndarray:
-    """(n, bands) uint64: each hash's value in each band (a band of more than 64 bits folded by XOR)."""
+def band_values(words: np.ndarray, layout: Layout, first: int = 0) -> np.ndarray:
+    """(n, bands) uint64: each hash's value in each band (a band of more than 64 bits folded by XOR); with
+    ``first``, only the first ``first`` bands' (n, first)."""
     bits = np.unpackbits(words.astype(">u8").view(np.uint8).reshape(len(words), phash.BYTES), axis=1)[:, _ORDER]
     edges = layout.edges()
-    out = np.zeros((len(words), layout.bands), dtype=np.uint64)
-    for band in range(layout.bands):
+    count = min(first, layout.bands) if first else layout.bands
+    out = np.zeros((len(words), count), dtype=np.uint64)
+    for band in range(count):
         chunk = bits[:, edges[band]:edges[band + 1]]
         pad = (-chunk.shape[1]) % 64
         packed = np.ascontiguousarray(np.packbits(np.pad(chunk, ((0, 0), (pad, 0))), axis=1)).view(">u8")
@@ -79,6 +81,21 @@ def buckets_of(values: np.ndarray) -> np.ndarray:
     with np.errstate(over="ignore"):
         mixed = (values + bands * _BUCKET_MIX) * _BUCKET_MIX
     return (mixed >> np.uint64(40)) % np.uint64(BUCKETS)
+
+
+def first_band_buckets(rows: np.ndarray, layout: Layout) -> Dict[int, np.ndarray]:
+    """{bucket: rows}: each row (image, unit, hash words) once, in the bucket of its first band's key, where the
+    index's band-0 rows hold every hash of a version once (a re-run's new or held question, stages/leakage/rerun.py)."""
+    if not len(rows):
+        return {}
+    buckets = buckets_of(band_values(rows[:, 2:], layout, first=1))[:, 0]
+    return {int(bucket): rows[buckets == bucket] for bucket in np.unique(buckets)}
+
+
+def row_keys(rows: np.ndarray) -> List[bytes]:
+    """Each row's bytes (as to_bytes writes it): a hashable key of the whole row."""
+    data = np.ascontiguousarray(rows.astype(ROW_DTYPE))
+    return data.view(np.dtype((np.void, data.dtype.itemsize * data.shape[1]))).ravel().tolist() if len(rows) else []
 
 
 def by_bucket(rows: np.ndarray, layout: Layout) -> Dict[int, np.ndarray]:

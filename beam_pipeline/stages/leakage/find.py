@@ -26,13 +26,13 @@ from beam_pipeline.stages.specs import ShuffleSpec
 FILES_TAG = "files"            # (path relative to the output, its files entry)
 TALLY_TAG = "tally"            # Tally of a bucket: distances computed, runs capped
 BAND_WIDTH = 2 + bands.ROW_WORDS   # a band row: band, value, then the row (image, unit, the hash)
-_FLUSH_ROWS = 50_000           # a bundle sends its rows once it holds this many hashes
+FLUSH_ROWS = 50_000           # a bundle sends its rows once it holds this many hashes
 EVERY_BUCKET = -1              # a node (EVERY_BUCKET, bucket, b""): BandRowsFn sends the bucket no row
 
 
 class BandRowsFn(beam.DoFn):
     """(image id, unit id, hash) -> (bucket, packed band rows), once per bucket at the end of the bundle (or when
-    it holds _FLUSH_ROWS hashes); (EVERY_BUCKET, bucket, b"") -> (bucket, b"")."""
+    it holds FLUSH_ROWS hashes); (EVERY_BUCKET, bucket, b"") -> (bucket, b"")."""
 
     def __init__(self, radius: int):
         self._layout = bands.Layout(radius)
@@ -46,7 +46,7 @@ class BandRowsFn(beam.DoFn):
             yield node[1], b""
         elif len(node[2]) == phash.BYTES:
             self._nodes.append(node)
-            if len(self._nodes) >= _FLUSH_ROWS:
+            if len(self._nodes) >= FLUSH_ROWS:
                 yield from self._flush()
 
     def finish_bundle(self):

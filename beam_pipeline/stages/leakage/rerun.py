@@ -10,8 +10,11 @@ with the new ones, are joined again. Without a parent index, every node is new a
 """
 
 import dataclasses
+from typing import List
 
 import apache_beam as beam
+import numpy as np
+from apache_beam.transforms.window import GlobalWindows
 
 from beam_pipeline.core import paths
 from beam_pipeline.core.failures import read_failed
@@ -20,7 +23,7 @@ from beam_pipeline.core.leakage.groups import unit_id
 from beam_pipeline.core.leakage.splits import image_id
 from beam_pipeline.core.records import ValidPair
 from beam_pipeline.io import files
-from beam_pipeline.stages.leakage.find import BAND_WIDTH
+from beam_pipeline.stages.leakage.find import BAND_WIDTH, FLUSH_ROWS
 from beam_pipeline.stages.shuffle import GroupPackedByKey
 from beam_pipeline.stages.specs import LeakageSpec, ShuffleSpec
 
@@ -41,23 +44,51 @@ class Changes:
     old_pairs: object          # (a, b, unit a, unit b, distance, component) of the parent's pairs still held
 
 
-def _first_band_bucket(layout: bands.Layout):
-    def keyed(node):
-        words = phash.as_words([node[2]])
-        return int(bands.buckets_of(bands.band_values(words, layout))[0, 0]), node
-    return keyed
+class FirstBandFn(beam.DoFn):
+    """(image id, unit id, hash) -> (bucket of its first band, packed rows), once per bucket at the end of the
+    bundle (or when it holds FLUSH_ROWS nodes): the bands of a bundle's hashes are cut in one numpy call,
+    not one a node (about 0.4 ms each)."""
+
+    def __init__(self, radius: int):
+        self._layout = bands.Layout(radius)
+        self._nodes: List[tuple] = []
+
+    def start_bundle(self):
+        self._nodes = []
+
+    def process(self, node):
+        if len(node[2]) == phash.BYTES:
+            self._nodes.append(node)
+            if len(self._nodes) >= FLUSH_ROWS:
+                yield from self._flush()
+
+    def finish_bundle(self):
+        for element in self._flush():
+            yield GlobalWindows.windowed_value(element)
+
+    def _flush(self):
+        nodes, self._nodes = self._nodes, []
+        if not nodes:
+            return
+        rows = bands.rows_of(np.array([n[0] for n in nodes], dtype=np.uint64),
+                             np.array([n[1] for n in nodes], dtype=np.uint64), phash.as_words(n[2] for n in nodes))
+        for bucket, held in sorted(bands.first_band_buckets(rows, self._layout).items()):
+            yield bucket, bands.to_bytes(held)
 
 
 class ClassifyFn(beam.DoFn):
-    """(bucket, [node, ...]) -> the new nodes; (image, unit) of each gone parent node (GONE_TAG)."""
+    """(bucket, [packed rows, ...]) -> the new nodes (image, unit, hash); (image, unit) of each gone parent node
+    (GONE_TAG). A node is held when the parent's band-0 rows of the bucket hold it exactly (image, unit, hash)."""
 
     def __init__(self, output: str, parent: index.ParentIndex):
         self._output = output
         self._parent = parent
 
     def process(self, element):
-        bucket, nodes = element
-        held = set()
+        bucket, blobs = element
+        parts = [bands.from_bytes(blob, bands.ROW_WORDS) for blob in blobs if blob]
+        current = np.concatenate(parts) if parts else np.zeros((0, bands.ROW_WORDS), np.uint64)
+        held = np.zeros((0, bands.ROW_WORDS), np.uint64)
         relative = self._parent.file(bucket)
         if relative:
             path = paths.join(self._output, relative)
@@ -65,15 +96,15 @@ class ClassifyFn(beam.DoFn):
                 rows = bands.from_bytes(files.read_bytes(path), BAND_WIDTH)
             except OSError as error:
                 raise read_failed(path, error) from error
-            rows = rows[rows[:, 0] == 0]
-            held = {(int(r[2]), int(r[3]), phash.from_words(r[4:])) for r in rows}
-        current = set()
-        for image, unit, hashed in nodes:
-            current.add((image, unit, hashed))
-            if (image, unit, hashed) not in held:
-                yield image, unit, hashed
-        for image, unit, hashed in sorted(held - current):
-            yield beam.pvalue.TaggedOutput(GONE_TAG, (image, unit))
+            held = rows[rows[:, 0] == 0][:, 2:]
+        held_keys, current_keys = bands.row_keys(held), bands.row_keys(current)
+        known, now = set(held_keys), set(current_keys)
+        for row, key in zip(current.tolist(), current_keys):
+            if key not in known:
+                yield int(row[0]), int(row[1]), phash.from_words(row[2:])
+        for row, key in sorted(zip(held.tolist(), held_keys)):
+            if key not in now:
+                yield beam.pvalue.TaggedOutput(GONE_TAG, (int(row[0]), int(row[1])))
 
 
 def _read_pair_lines(relative: str, output: str):
@@ -145,9 +176,10 @@ class SinceParent(beam.PTransform):
             return Changes(nodes, none, pairs.pipeline | "NoGoneUnits" >> beam.Create([]),
                            pairs.pipeline | "NoParentPairs" >> beam.Create([]))
         classified = (nodes
-                      | "ByFirstBand" >> beam.Map(_first_band_bucket(bands.Layout(self._spec.radius)))
+                      | "ByFirstBand" >> beam.ParDo(FirstBandFn(self._spec.radius))
+                      # (bucket of the first band, packed rows of a bundle's nodes)
                       | "GroupByFirstBand" >> GroupPackedByKey(self._shuffle)
-                      # (bucket, [node, ...]): with the parent's rows of band 0 of that bucket
+                      # (bucket, [packed rows, ...]): with the parent's rows of band 0 of that bucket
                       | "NewOrGone" >> beam.ParDo(ClassifyFn(self._spec.output, parent)).with_outputs(
                           GONE_TAG, main="new"))
         gone_nodes = classified[GONE_TAG]
