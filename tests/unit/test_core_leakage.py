@@ -170,6 +170,32 @@ def _hash_to_min(edges, rounds):
     return None, rounds
 
 
+def test_each_hash_is_classified_in_the_bucket_where_the_index_holds_its_first_band():
+    """A re-run asks the bucket of a hash's first band whether the parent held it: that bucket's index file must
+    hold the hash's band-0 row, whatever bundle cut it."""
+    hashes = _random_hashes(300, 30, flips=[0, 2])
+    ids = np.arange(300, dtype=np.uint64) * 7 + 3
+    rows = bands.rows_of(ids, ids + 1, phash.as_words(hashes))
+    layout = bands.Layout(14)
+    indexed = {bucket: banded[banded[:, 0] == 0][:, 2:] for bucket, banded in bands.by_bucket(rows, layout).items()}
+    classified = bands.first_band_buckets(rows, layout)
+    assert sum(len(r) for r in classified.values()) == 300
+    for bucket, held in classified.items():
+        assert sorted(map(tuple, held.tolist())) == sorted(map(tuple, indexed[bucket].tolist()))
+    halves = [bands.first_band_buckets(part, layout) for part in (rows[:123], rows[123:])]   # two bundles
+    for bucket in classified:
+        parts = [half[bucket] for half in halves if bucket in half]
+        assert sorted(map(tuple, np.concatenate(parts).tolist())) == sorted(map(tuple, classified[bucket].tolist()))
+
+
+def test_row_keys_are_the_rows_bytes():
+    rows = np.array([[1, 2, 3, 4, 5, 6], [1, 2, 3, 4, 5, 7]], dtype=np.uint64)
+    keys = bands.row_keys(rows)
+    assert keys == [bands.to_bytes(rows[:1]), bands.to_bytes(rows[1:])] and keys[0] != keys[1]
+    assert keys[0] == b"".join(v.to_bytes(8, "big") for v in (1, 2, 3, 4, 5, 6))
+    assert bands.row_keys(np.zeros((0, 6), np.uint64)) == []
+
+
 @pytest.mark.parametrize("length", [2, 10, 100, 1000])
 def test_a_chain_is_joined_in_logarithmic_rounds(length):
     order = np.random.default_rng(length).permutation(length).tolist()
