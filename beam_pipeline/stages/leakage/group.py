@@ -8,10 +8,9 @@ of several units in the split of a stable hash of the component; otherwise no pa
 after this step (statistics, balancing, the gates, the shards) sees the final splits, so the statistics are
 exact over them.
 
-Steps: FindNearPairs (bands of the hash) -> FindComponents (Hash-to-Min over the split units) -> each pair of a
-split group, or in a component or a near-duplicate pair, joined with its unit's component, by unit
-(AssignSplitsFn); every other pair, most of a corpus, keeps its split where it is, without a shuffle (ByTouchFn)
--> each near-duplicate pair's two halves joined (the pairs file, the tallies) -> the section. On a re-run with the parent's index (stages/leakage/rerun.py)
+Steps: FindNearPairs (bands of the hash) -> FindComponents (Hash-to-Min over the split units) -> every pair
+joined with its unit's component, by unit (AssignSplitsFn) -> each near-duplicate pair's two halves joined
+(the pairs file, the tallies) -> the section. On a re-run with the parent's index (stages/leakage/rerun.py)
 only new hashes are compared and only the components they or the gone images touch are joined again.
 """
 
@@ -19,8 +18,6 @@ import dataclasses
 from typing import Optional
 
 import apache_beam as beam
-import numpy as np
-from apache_beam.transforms.window import GlobalWindows
 
 from beam_pipeline.core.leakage import bands, index, summary
 from beam_pipeline.core.leakage.groups import unit_id
@@ -38,47 +35,11 @@ PAIR, LABEL, HALF = 0, 1, 2            # what AssignSplitsFn receives for a unit
 HALF_TAG, TALLY_TAG, SIZE_TAG = "half", "tally", "size"
 
 
-def _unit_of_label(element):
-    return element[0]
+def _pair_of_unit(pair: ValidPair):
+    return unit_id(pair.ref), (PAIR, pair)
 
 
-def _units_of_pair(pair):
-    yield pair[2]
-    yield pair[3]
-
-
-class ByTouchFn(beam.DoFn):
-    """ValidPair -> itself, when it is a unit alone (no split group) that no near-duplicate pair touches: it keeps
-    its split, and its bundle's Tally counts it (TALLY_TAG, once per bundle); else (unit, (PAIR, pair)) for the
-    join by unit (JOIN_TAG). ``touched`` (a side input) lists the units of every label and near-duplicate pair,
-    a small share of the corpus; held once per worker as a sorted array."""
-    JOIN_TAG = "join"
-
-    def __init__(self):
-        self._touched, self._source = np.zeros(0, np.uint64), None
-        self._units: dict = {}
-
-    def start_bundle(self):
-        self._units = {}
-
-    def process(self, pair: ValidPair, touched):
-        if touched is not self._source:
-            self._touched, self._source = np.unique(np.fromiter(touched, np.uint64, len(touched))), touched
-        unit = unit_id(pair.ref)
-        at = int(np.searchsorted(self._touched, unit))
-        if pair.ref.group or (at < len(self._touched) and int(self._touched[at]) == unit):
-            yield beam.pvalue.TaggedOutput(self.JOIN_TAG, (unit, (PAIR, pair)))
-        else:
-            self._units[pair.ref.split] = self._units.get(pair.ref.split, 0) + 1
-            yield pair
-
-    def finish_bundle(self):
-        if self._units:
-            yield beam.pvalue.TaggedOutput(TALLY_TAG, GlobalWindows.windowed_value(summary.Tally(units=self._units)))
-        self._units = {}
-
-
-def _label_by_unit(element):
+def _label_of_unit(element):
     unit, component = element
     return unit, (LABEL, component)
 
@@ -224,15 +185,8 @@ class GroupNearDuplicates(beam.PTransform):
         labels, component_tally = edges | "FindComponents" >> FindComponents(self._rounds or spec.rounds)
         # (unit, component) of every unit with a near duplicate in another unit | Tally
         labels = (labels, old_labels) | "AllLabels" >> beam.Flatten()
-        touched = ((labels | "LabelledUnits" >> beam.Map(_unit_of_label),
-                    near | "PairedUnits" >> beam.FlatMap(_units_of_pair))
-                   | "TouchedUnits" >> beam.Flatten())
-        # unit id of every unit in a component or in a near-duplicate pair (a unit may come many times)
-        by_touch = pairs | "ByTouch" >> beam.ParDo(ByTouchFn(), touched=beam.pvalue.AsList(touched)).with_outputs(
-            ByTouchFn.JOIN_TAG, TALLY_TAG, main="kept")
-        # ValidPair that keeps its split, untouched | (unit, (PAIR, ValidPair)) to join | Tally of a bundle's kept
-        assigned = ((by_touch[ByTouchFn.JOIN_TAG],
-                     labels | "LabelByUnit" >> beam.Map(_label_by_unit),
+        assigned = ((pairs | "PairByUnit" >> beam.Map(_pair_of_unit),
+                     labels | "LabelByUnit" >> beam.Map(_label_of_unit),
                      near | "HalvesByUnit" >> beam.FlatMap(_halves))
                     | "UnitInputs" >> beam.Flatten()
                     | "GroupByUnit" >> GroupPackedByKey(self._shuffle)
@@ -250,8 +204,7 @@ class GroupNearDuplicates(beam.PTransform):
         sizes = (assigned[SIZE_TAG]
                  | "ImagesPerComponent" >> beam.CombinePerKey(sum)
                  | "SizeTallies" >> beam.Map(_size_tally))
-        tally = ((find_tallies, component_tally, assigned[TALLY_TAG], by_touch[TALLY_TAG], sizes,
-                  joined | "PairTallies" >> beam.Map(_tally))
+        tally = ((find_tallies, component_tally, assigned[TALLY_TAG], sizes, joined | "PairTallies" >> beam.Map(_tally))
                  | "AllTallies" >> beam.Flatten()
                  | "MergeTallies" >> beam.CombineGlobally(MergeTallies()))
         section = (pairs.pipeline
@@ -259,6 +212,4 @@ class GroupNearDuplicates(beam.PTransform):
                    | "LeakageSection" >> beam.ParDo(
                        SectionFn(spec, self._rounds or spec.rounds), tally=beam.pvalue.AsList(tally),
                        index_files=beam.pvalue.AsList(index_files), pairs_file=beam.pvalue.AsList(pairs_file)))
-        final = (by_touch.kept, assigned.pairs) | "AllPairs" >> beam.Flatten()
-        # ValidPair in its final split
-        return final, section
+        return assigned.pairs, section
