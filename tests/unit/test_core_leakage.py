@@ -99,6 +99,21 @@ def test_bands_find_every_pair_within_the_radius_and_no_other(radius):
     assert _banded_pairs(hashes, radius) == _brute_force(hashes, radius)
 
 
+def test_runs_compared_in_small_batches_find_the_same_pairs(monkeypatch):
+    """A bucket's runs are compared in batches of about _BATCH_PAIRS candidates, a run never cut: any batch size
+    finds every pair within the radius (also for a re-run's new rows only) and counts the same distances."""
+    hashes = _random_hashes(500, 150, flips=[0, 1, 3, 5])
+    ids = np.arange(500, dtype=np.uint64)
+    rows = bands.rows_of(ids, ids, phash.as_words(hashes))
+    buckets = list(bands.by_bucket(rows, bands.Layout(5)).values())
+    whole = [bands.near_pairs(banded, 5, new_from=len(banded) // 3) for banded in buckets]
+    monkeypatch.setattr(bands, "_BATCH_PAIRS", 2)
+    for banded, expected in zip(buckets, whole):
+        found = bands.near_pairs(banded, 5, new_from=len(banded) // 3)
+        assert np.array_equal(found.pairs, expected.pairs) and found.compared == expected.compared
+    assert _banded_pairs(hashes, 5) == _brute_force(hashes, 5)
+
+
 def test_a_pair_sharing_several_bands_is_found_once():
     hashes = _random_hashes(10, 1, flips=[0])
     ids = np.arange(10, dtype=np.uint64)

@@ -140,31 +140,56 @@ def near_pairs(banded: np.ndarray, radius: int, new_from: int = 0) -> Found:
     keys = rows[:, :2]
     starts = np.flatnonzero(np.r_[True, np.any(keys[1:] != keys[:-1], axis=1)])
     stops = np.r_[starts[1:], len(rows)]
+    lengths = stops - starts
     found, capped, compared = [], [], 0
-    for start, stop in zip(starts[stops - starts > 1], stops[stops - starts > 1]):
+    for start, stop in zip(starts[lengths > MAX_RUN], stops[lengths > MAX_RUN]):
         if new_from and not new[start:stop].any():
             continue
-        run, fresh = rows[start:stop], new[start:stop]
-        if len(run) > MAX_RUN:
-            capped.append((int(run[0, 0]), len(run)))
-            pairs, n = _windowed(run, fresh, radius)
-        else:
-            pairs, n = _all_pairs(run, fresh, radius, bool(new_from))
+        run = rows[start:stop]
+        capped.append((int(run[0, 0]), len(run)))
+        pairs, n = _windowed(run, new[start:stop], radius)
         compared += n
-        if len(pairs):
-            found.append(pairs)
+        found.append(pairs)
+    small = (lengths > 1) & (lengths <= MAX_RUN)
+    for batch in _batches(starts[small], stops[small]):
+        pairs, n = _pairs_in_runs(rows, new, batch, radius, bool(new_from))
+        compared += n
+        found.append(pairs)
+    found = [pairs for pairs in found if len(pairs)]
     pairs = np.concatenate(found) if found else np.zeros((0, 5), np.uint64)
     return Found(_unique(pairs), tuple(capped), compared)
 
 
-def _all_pairs(run: np.ndarray, fresh: np.ndarray, radius: int, only_new: bool):
-    i, j = np.triu_indices(len(run), 1)
+_BATCH_PAIRS = 1 << 20        # candidate pairs compared at once (their rows are gathered: ~100 bytes a pair)
+
+
+def _batches(starts: np.ndarray, stops: np.ndarray):
+    """(starts, stops) of consecutive runs holding about _BATCH_PAIRS candidate pairs each (a run is never cut)."""
+    lengths = stops - starts
+    cumulative = np.cumsum(lengths * (lengths - 1) // 2)
+    first = 0
+    while first < len(starts):
+        last = int(np.searchsorted(cumulative, (cumulative[first - 1] if first else 0) + _BATCH_PAIRS, "right"))
+        last = max(last, first + 1)
+        yield starts[first:last], stops[first:last]
+        first = last
+
+
+def _pairs_in_runs(rows: np.ndarray, new: np.ndarray, batch, radius: int, only_new: bool):
+    """Every pair of rows within each run of the batch, compared in one numpy pass (a run's rows are
+    ``rows[start:stop]``): row k pairs with each later row of its run."""
+    starts, stops = batch
+    lengths = stops - starts
+    k = np.repeat(starts, lengths) + (np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths))
+    later = np.repeat(stops, lengths) - k - 1                      # rows after k in its run
+    i = np.repeat(k, later)
+    j = i + 1 + (np.arange(later.sum()) - np.repeat(np.cumsum(later) - later, later))
     if only_new:
-        keep = fresh[i] | fresh[j]
+        keep = new[i] | new[j]
         i, j = i[keep], j[keep]
-    d = phash.distances(run[i, 4:], run[j, 4:])
+    d = phash.distances(rows[i, 4:], rows[j, 4:])
     close = d <= radius
-    return _pair_rows(run, i[close], j[close], d[close]), len(i)
+    return _pair_rows(rows, i[close], j[close], d[close]), len(i)
 
 
 def _windowed(run: np.ndarray, fresh: np.ndarray, radius: int):
