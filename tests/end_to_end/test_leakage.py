@@ -137,6 +137,35 @@ def test_a_rerun_compares_only_new_hashes_and_ends_as_a_fresh_run(grouped, rerun
         (fresh / full["data_dir"] / "report.html").read_text())
 
 
+def test_a_rerun_that_removes_most_images_drops_them_from_the_index(planted, tmp_path):
+    """Every bucket of the parent's index is read on a re-run, also one that no image of the re-run reaches: a
+    removed image's rows leave the index (one band-0 row per image the version holds), so that no later image
+    is paired with it."""
+    import numpy as np
+    folder, listing, _, _ = planted
+    rows = list(csv.DictReader(open(listing, newline="")))
+
+    def first(n: int) -> Path:
+        path = folder / f"first_{n}.csv"
+        with open(path, "w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=["image", "mask"])
+            writer.writeheader()
+            writer.writerows(rows[:n])
+        return path
+
+    out = tmp_path / "out"
+    run_cli("--input", first(40), "--output", out, *OPTIONS)
+    parent = json.loads((out / "manifest.json").read_text())["run_id"]
+    run_cli("--input", first(5), "--output", out, *OPTIONS, "--overwrite")
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["leakage"]["index"]["reused"] == parent
+    band_zero = 0
+    for relative in manifest["leakage"]["index"]["files"].values():
+        band_rows = np.frombuffer((out / relative).read_bytes(), ">u8").reshape(-1, 8)
+        band_zero += int((band_rows[:, 0] == 0).sum())
+    assert band_zero == manifest["counts"]["written"] == 5
+
+
 @pytest.fixture(scope="module")
 def sequences(tmp_path_factory):
     folder = tmp_path_factory.mktemp("sequences") / "frames"

@@ -23,7 +23,7 @@ from beam_pipeline.core.leakage.groups import unit_id
 from beam_pipeline.core.leakage.splits import image_id
 from beam_pipeline.core.records import ValidPair
 from beam_pipeline.io import files
-from beam_pipeline.stages.leakage.find import BAND_WIDTH, FLUSH_ROWS
+from beam_pipeline.stages.leakage.find import BAND_WIDTH, EVERY_BUCKET, FLUSH_ROWS
 from beam_pipeline.stages.shuffle import GroupPackedByKey
 from beam_pipeline.stages.specs import LeakageSpec, ShuffleSpec
 
@@ -47,7 +47,7 @@ class Changes:
 class FirstBandFn(beam.DoFn):
     """(image id, unit id, hash) -> (bucket of its first band, packed rows), once per bucket at the end of the
     bundle (or when it holds FLUSH_ROWS nodes): the bands of a bundle's hashes are cut in one numpy call,
-    not one a node (about 0.4 ms each)."""
+    not one a node (about 0.4 ms each); (EVERY_BUCKET, bucket, b"") -> (bucket, b"")."""
 
     def __init__(self, radius: int):
         self._layout = bands.Layout(radius)
@@ -57,7 +57,9 @@ class FirstBandFn(beam.DoFn):
         self._nodes = []
 
     def process(self, node):
-        if len(node[2]) == phash.BYTES:
+        if node[0] == EVERY_BUCKET:
+            yield node[1], b""
+        elif len(node[2]) == phash.BYTES:
             self._nodes.append(node)
             if len(self._nodes) >= FLUSH_ROWS:
                 yield from self._flush()
@@ -175,7 +177,13 @@ class SinceParent(beam.PTransform):
             none = pairs.pipeline | "NothingGone" >> beam.Create([])
             return Changes(nodes, none, pairs.pipeline | "NoGoneUnits" >> beam.Create([]),
                            pairs.pipeline | "NoParentPairs" >> beam.Create([]))
-        classified = (nodes
+        every_bucket = (pairs.pipeline
+                        | "EveryFirstBandBucket" >> beam.Create([(EVERY_BUCKET, bucket, b"")
+                                                                  for bucket in range(bands.BUCKETS)]))
+        # (EVERY_BUCKET, bucket, b""): every bucket is read, so that the parent's nodes in a bucket that no current
+        # node reaches (all its images removed) are gone too; flattened with the nodes, as FindNearPairs does
+        classified = ((nodes, every_bucket)
+                      | "NodesAndEveryBucket" >> beam.Flatten()
                       | "ByFirstBand" >> beam.ParDo(FirstBandFn(self._spec.radius))
                       # (bucket of the first band, packed rows of a bundle's nodes)
                       | "GroupByFirstBand" >> GroupPackedByKey(self._shuffle)
