@@ -26,13 +26,13 @@ from beam_pipeline.stages.specs import ShuffleSpec
 FILES_TAG = "files"            # (path relative to the output, its files entry)
 TALLY_TAG = "tally"            # Tally of a bucket: distances computed, runs capped
 BAND_WIDTH = 2 + bands.ROW_WORDS   # a band row: band, value, then the row (image, unit, the hash)
-FLUSH_ROWS = 50_000           # a bundle sends its rows once it holds this many hashes
+_FLUSH_ROWS = 50_000           # a bundle sends its rows once it holds this many hashes
 EVERY_BUCKET = -1              # a node (EVERY_BUCKET, bucket, b""): BandRowsFn sends the bucket no row
 
 
 class BandRowsFn(beam.DoFn):
     """(image id, unit id, hash) -> (bucket, packed band rows), once per bucket at the end of the bundle (or when
-    it holds FLUSH_ROWS hashes); (EVERY_BUCKET, bucket, b"") -> (bucket, b"")."""
+    it holds _FLUSH_ROWS hashes); (EVERY_BUCKET, bucket, b"") -> (bucket, b"")."""
 
     def __init__(self, radius: int):
         self._layout = bands.Layout(radius)
@@ -46,7 +46,7 @@ class BandRowsFn(beam.DoFn):
             yield node[1], b""
         elif len(node[2]) == phash.BYTES:
             self._nodes.append(node)
-            if len(self._nodes) >= FLUSH_ROWS:
+            if len(self._nodes) >= _FLUSH_ROWS:
                 yield from self._flush()
 
     def finish_bundle(self):
@@ -60,8 +60,12 @@ class BandRowsFn(beam.DoFn):
         ids = np.array([n[0] for n in nodes], dtype=np.uint64)
         units = np.array([n[1] for n in nodes], dtype=np.uint64)
         rows = bands.rows_of(ids, units, phash.as_words(n[2] for n in nodes))
-        for bucket, banded in sorted(bands.by_bucket(rows, self._layout).items()):
+        for bucket, banded in sorted(self._by_bucket(rows).items()):
             yield bucket, bands.to_bytes(banded)
+
+    def _by_bucket(self, rows: np.ndarray) -> Dict[int, np.ndarray]:
+        """{bucket: packed rows}: each row once per band (bands.by_bucket)."""
+        return bands.by_bucket(rows, self._layout)
 
 
 class FindInBucketFn(beam.DoFn):

@@ -10,11 +10,10 @@ with the new ones, are joined again. Without a parent index, every node is new a
 """
 
 import dataclasses
-from typing import List
+from typing import Dict
 
 import apache_beam as beam
 import numpy as np
-from apache_beam.transforms.window import GlobalWindows
 
 from beam_pipeline.core import paths
 from beam_pipeline.core.failures import read_failed
@@ -23,7 +22,7 @@ from beam_pipeline.core.leakage.groups import unit_id
 from beam_pipeline.core.leakage.splits import image_id
 from beam_pipeline.core.records import ValidPair
 from beam_pipeline.io import files
-from beam_pipeline.stages.leakage.find import BAND_WIDTH, EVERY_BUCKET, FLUSH_ROWS
+from beam_pipeline.stages.leakage.find import BAND_WIDTH, EVERY_BUCKET, BandRowsFn
 from beam_pipeline.stages.shuffle import GroupPackedByKey
 from beam_pipeline.stages.specs import LeakageSpec, ShuffleSpec
 
@@ -44,38 +43,13 @@ class Changes:
     old_pairs: object          # (a, b, unit a, unit b, distance, component) of the parent's pairs still held
 
 
-class FirstBandFn(beam.DoFn):
-    """(image id, unit id, hash) -> (bucket of its first band, packed rows), once per bucket at the end of the
-    bundle (or when it holds FLUSH_ROWS nodes): the bands of a bundle's hashes are cut in one numpy call,
-    not one a node (about 0.4 ms each); (EVERY_BUCKET, bucket, b"") -> (bucket, b"")."""
+class FirstBandFn(BandRowsFn):
+    """(image id, unit id, hash) -> (bucket of its first band, packed rows (image, unit, hash)), bundled as BandRowsFn
+    bundles its band rows: the first band of a bundle's hashes is cut in one numpy call, not one a node (about
+    0.4 ms each); (EVERY_BUCKET, bucket, b"") -> (bucket, b"")."""
 
-    def __init__(self, radius: int):
-        self._layout = bands.Layout(radius)
-        self._nodes: List[tuple] = []
-
-    def start_bundle(self):
-        self._nodes = []
-
-    def process(self, node):
-        if node[0] == EVERY_BUCKET:
-            yield node[1], b""
-        elif len(node[2]) == phash.BYTES:
-            self._nodes.append(node)
-            if len(self._nodes) >= FLUSH_ROWS:
-                yield from self._flush()
-
-    def finish_bundle(self):
-        for element in self._flush():
-            yield GlobalWindows.windowed_value(element)
-
-    def _flush(self):
-        nodes, self._nodes = self._nodes, []
-        if not nodes:
-            return
-        rows = bands.rows_of(np.array([n[0] for n in nodes], dtype=np.uint64),
-                             np.array([n[1] for n in nodes], dtype=np.uint64), phash.as_words(n[2] for n in nodes))
-        for bucket, held in sorted(bands.first_band_buckets(rows, self._layout).items()):
-            yield bucket, bands.to_bytes(held)
+    def _by_bucket(self, rows: np.ndarray) -> Dict[int, np.ndarray]:
+        return bands.first_band_buckets(rows, self._layout)
 
 
 class ClassifyFn(beam.DoFn):
