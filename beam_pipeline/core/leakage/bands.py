@@ -222,6 +222,26 @@ def _unique(pairs: np.ndarray) -> np.ndarray:
     return np.unique(pairs, axis=0)
 
 
+PAIR_WIDTH = 5                # a pair row: image a, image b, unit a, unit b, distance
+
+
+def by_route(pairs: np.ndarray) -> Dict[int, np.ndarray]:
+    """{route: pair rows}: a bucket's pairs cut by their first image, so that every copy of a pair (two hashes that
+    agree on several bands are found in each of those bands' buckets) meets the others in one route."""
+    if not len(pairs):
+        return {}
+    routes = pairs[:, 0] % np.uint64(BUCKETS)
+    return {int(route): pairs[routes == route] for route in np.unique(routes)}
+
+
+def distinct(parts: List[np.ndarray]) -> np.ndarray:
+    """The pair rows of one route's parts, each pair once (its copies are equal rows), sorted."""
+    parts = [part for part in parts if len(part)]
+    if not parts:
+        return np.zeros((0, PAIR_WIDTH), np.uint64)
+    return np.unique(np.concatenate(parts), axis=0)
+
+
 def pair_tuples(pairs: np.ndarray) -> Iterator[Tuple[int, int, int, int, int]]:
     for a, b, ua, ub, d in pairs.tolist():
         yield int(a), int(b), int(ua), int(ub), int(d)

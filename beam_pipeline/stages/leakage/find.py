@@ -5,8 +5,10 @@ buckets in one packed array per bucket (not one element per band), and each buck
 no process holds every hash. The bucket's rows are also this version's index file of that bucket. On a re-run
 (``parent``), the nodes are only the new ones: a bucket reads the parent's rows of that bucket, drops the gone
 images' rows (``gone``, a side input: the images of the parent that this version no longer holds as they were),
-compares each new row with the others, and writes the merged rows. Output: ``(image a, image b, unit a, unit b,
-distance)``; the index files written (FILES_TAG); what the buckets compared and capped (TALLY_TAG).
+compares each new row with the others, and writes the merged rows. A pair found in several buckets (its hashes
+agree on several bands) is kept once, by a second shuffle of the buckets' packed pairs by their first image.
+Output: ``(image a, image b, unit a, unit b, distance)``, each pair once; the index files written (FILES_TAG); what
+the buckets compared and capped (TALLY_TAG).
 """
 
 from typing import Dict, List, Optional
@@ -69,7 +71,8 @@ class BandRowsFn(beam.DoFn):
 
 
 class FindInBucketFn(beam.DoFn):
-    """(bucket, [packed band rows, ...]) -> near pairs; the bucket's index file (FILES_TAG); its Tally (TALLY_TAG)."""
+    """(bucket, [packed band rows, ...]) -> (route, packed near pairs) of the bucket; its index file (FILES_TAG);
+    its Tally (TALLY_TAG)."""
 
     def __init__(self, radius: int, output: str, version: str, parent: Optional[index.ParentIndex]):
         self._radius = radius
@@ -84,7 +87,8 @@ class FindInBucketFn(beam.DoFn):
         old = self._parent_rows(bucket, gone)
         rows = np.concatenate([old, new])
         found = bands.near_pairs(rows, self._radius, new_from=len(old) if self._parent else 0)
-        yield from bands.pair_tuples(found.pairs)
+        for route, pairs in sorted(bands.by_route(found.pairs).items()):
+            yield route, bands.to_bytes(pairs)
         yield beam.pvalue.TaggedOutput(TALLY_TAG, Tally(compared=found.compared,
                                                          capped=[(n, band) for band, n in found.capped]))
         if len(rows):
@@ -106,6 +110,14 @@ class FindInBucketFn(beam.DoFn):
         if len(gone) and len(rows):
             rows = rows[~np.isin(rows[:, 2], np.fromiter(gone, dtype=np.uint64, count=len(gone)))]
         return rows
+
+
+def _distinct_pairs(element):
+    """(route, [packed pairs, ...]) -> each pair of the route once: two hashes that agree on several bands are found
+    in each of those bands' buckets (7 copies a pair on average on tools/photo_corpus.py's photographs), and one
+    tuple a pair downstream is what the components, the join by unit and the pairs file are sized by."""
+    _, blobs = element
+    yield from bands.pair_tuples(bands.distinct([bands.from_bytes(blob, bands.PAIR_WIDTH) for blob in blobs]))
 
 
 class FindNearPairs(beam.PTransform):
@@ -137,5 +149,10 @@ class FindNearPairs(beam.PTransform):
                  | "CompareInBucket" >> beam.ParDo(FindInBucketFn(self._radius, self._output, self._version,
                                                                   self._parent), **side)
                  .with_outputs(FILES_TAG, TALLY_TAG, main="pairs"))
-        # (image a, image b, unit a, unit b, distance) | (index file, entry) | Tally
-        return found.pairs, found[FILES_TAG], found[TALLY_TAG]
+        # (route, packed pairs of a bucket) | (index file, entry) | Tally
+        pairs = (found.pairs
+                 | "GroupByPairRoute" >> GroupPackedByKey(self._shuffle)
+                 # (route, [packed pairs, ...]): the copies of a pair found in several buckets, in one route
+                 | "DistinctPairs" >> beam.FlatMap(_distinct_pairs))
+        # (image a, image b, unit a, unit b, distance), each pair once
+        return pairs, found[FILES_TAG], found[TALLY_TAG]

@@ -18,6 +18,7 @@ import dataclasses
 from typing import Optional
 
 import apache_beam as beam
+from apache_beam.transforms.window import GlobalWindows
 
 from beam_pipeline.core.leakage import bands, index, summary
 from beam_pipeline.core.leakage.groups import unit_id
@@ -53,19 +54,28 @@ def _halves(pair):
 
 class AssignSplitsFn(beam.DoFn):
     """(unit, [(PAIR, ValidPair) | (LABEL, component) | (HALF, edge half), ...]) -> each ValidPair in its final split;
-    the halves of its near-duplicate pairs, named (HALF_TAG); its Tally (TALLY_TAG); (component, images) (SIZE_TAG)."""
+    the halves of its near-duplicate pairs, named (HALF_TAG); (component, images) (SIZE_TAG); at the bundle's end,
+    the Tally of its units (TALLY_TAG: one element a bundle, not one a unit)."""
 
     def __init__(self, spec: LeakageSpec):
         self._spec = spec
+        self._tally = summary.Tally()
+
+    def start_bundle(self):
+        self._tally = summary.Tally()
+
+    def finish_bundle(self):
+        tally, self._tally = self._tally, summary.Tally()
+        yield beam.pvalue.TaggedOutput(TALLY_TAG, GlobalWindows.windowed_value(tally))
 
     def process(self, element):
         unit, values = element
-        component, halves = None, []
+        component, halves = None, {}
         for kind, value in values:
             if kind == LABEL:
                 component = value
             elif kind == HALF:
-                halves.append(value)
+                halves[value] = None                 # each half once (in order), however many times it came
         named, splits, finals, moved, group = {}, set(), set(), 0, ""
         for kind, pair in values:
             if kind != PAIR:
@@ -84,9 +94,8 @@ class AssignSplitsFn(beam.DoFn):
             if found is not None:
                 yield beam.pvalue.TaggedOutput(HALF_TAG, ((a, b), (end, distance, unit, label, found)))
         spanning = len(splits) > 1 and bool(group)
-        yield beam.pvalue.TaggedOutput(TALLY_TAG, summary.Tally(
-            moved=moved, units={split: 1 for split in finals}, spanning=int(spanning),
-            spanning_examples=[group] if spanning else []))
+        self._tally.merge(summary.Tally(moved=moved, units={split: 1 for split in finals}, spanning=int(spanning),
+                                        spanning_examples=[group] if spanning else []))
         if component is not None and named:
             yield beam.pvalue.TaggedOutput(SIZE_TAG, (component, len(named)))
 
