@@ -20,6 +20,7 @@ from beam_pipeline.core.selection import SplitSpec, parse_split
 from beam_pipeline.core.rerun.verdicts import fingerprint
 from beam_pipeline.core.rerun.versions import COMPACT_ALL, ParentSpec, parent_shards, record_layout, reuse_refusal
 from beam_pipeline.core.leakage.drift import DEFAULT_THRESHOLD
+from beam_pipeline.core.leakage.components import ONE_WORKER_PAIRS
 from beam_pipeline.core.leakage.groups import SplitGroupSpec
 from beam_pipeline.core.leakage.phash import DEFAULT_RADIUS
 from beam_pipeline.launcher import leakage
@@ -95,6 +96,7 @@ class CorpusConfig:
     split_group: Optional[SplitGroupSpec] = None    # --split_group (launcher/leakage.py, docs/leakage.md)
     near_duplicates: Optional[str] = None   # --near_duplicates as given (None: the parent's, or group)
     near_duplicates_radius: int = DEFAULT_RADIUS
+    near_duplicates_one_worker_pairs: int = ONE_WORKER_PAIRS
     drift_threshold: float = DEFAULT_THRESHOLD
 
     @property
@@ -268,7 +270,7 @@ def to_config(opts: PipelineOptions) -> CorpusConfig:
         split = None if o.split == "auto" else parse_split(o.split)
         split_names = parse_split_names(o.split_names)
         split_group, radius = leakage.checked(o.split_group, o.near_duplicates, o.near_duplicates_radius,
-                                              o.drift_threshold)
+                                              o.drift_threshold, o.near_duplicates_one_worker_pairs)
     except ValueError as error:
         _fail(str(error))
     return CorpusConfig(
@@ -315,6 +317,7 @@ def to_config(opts: PipelineOptions) -> CorpusConfig:
         split_group=split_group,
         near_duplicates=o.near_duplicates,
         near_duplicates_radius=radius,
+        near_duplicates_one_worker_pairs=o.near_duplicates_one_worker_pairs,
         drift_threshold=o.drift_threshold,
     )
 

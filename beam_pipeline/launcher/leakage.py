@@ -5,11 +5,13 @@ from typing import List, Optional, Tuple
 
 from beam_pipeline.core import layout
 from beam_pipeline.core.leakage import drift
+from beam_pipeline.core.leakage.components import ONE_WORKER_PAIRS
 from beam_pipeline.core.leakage.groups import COLUMN, OFF, POLICIES, SplitGroupSpec, parse_split_group, resolved_policy
 from beam_pipeline.core.leakage.index import parent_index
 from beam_pipeline.core.leakage.phash import BITS, DEFAULT_RADIUS
 from beam_pipeline.core.leakage.splits import Policy
 from beam_pipeline.core.selection import SplitSpec
+from beam_pipeline.stages.leakage.components import ROUNDS
 from beam_pipeline.stages.specs import DriftSpec, LeakageSpec
 
 MAX_RADIUS = 32               # 33 bands of 7-8 bits: beyond, every bucket would hold most hashes
@@ -44,6 +46,14 @@ def add_leakage_arguments(parser) -> None:
              f"docs/leakage.md). Smaller finds fewer copies; larger also pairs similar but distinct scenes and compares "
              f"more hashes. 0..{MAX_RADIUS}.")
     group.add_argument(
+        "--near_duplicates_one_worker_pairs", type=int, default=ONE_WORKER_PAIRS,
+        help=f"How the near-duplicate pairs are joined into components. An input of at most this many pairs "
+             f"(counted at launch, no further than this) joins them by union-find, each bundle's pairs and then one "
+             f"worker, in one step; its memory grows with the images that have a near duplicate, so a larger input, "
+             f"or one that cannot be counted (a COCO layout), joins them by Hash-to-Min rounds across the workers "
+             f"({ROUNDS} steps, each a shuffle: docs/leakage.md). Both give the same components. Default "
+             f"{ONE_WORKER_PAIRS:,}; 0: always the rounds.")
+    group.add_argument(
         "--drift_threshold", type=float, default=drift.DEFAULT_THRESHOLD,
         help="Each version compares itself with the one it replaces: each class's share of the pixels and of the "
              "images (the largest change, L-infinity), and the distributions of image sizes and brightness "
@@ -52,8 +62,10 @@ def add_leakage_arguments(parser) -> None:
 
 
 def checked(split_group: Optional[str], policy: Optional[str], radius: Optional[int],
-            threshold: float) -> Tuple[Optional[SplitGroupSpec], int]:
+            threshold: float, one_worker_pairs: int = ONE_WORKER_PAIRS) -> Tuple[Optional[SplitGroupSpec], int]:
     """The parsed --split_group and the radius; ValueError with one line."""
+    if one_worker_pairs < 0:
+        raise ValueError(f"--near_duplicates_one_worker_pairs must be 0 or more, got {one_worker_pairs}")
     group = parse_split_group(split_group) if split_group else None
     radius = DEFAULT_RADIUS if radius is None else radius
     if not 0 <= radius <= MAX_RADIUS:
@@ -82,8 +94,10 @@ def enabled(policy: Optional[str], group: Optional[SplitGroupSpec]) -> bool:
     return policy != OFF or group is not None
 
 
-def leakage_spec(config, split: SplitSpec, previous: Optional[dict], data_dir: str) -> Optional[LeakageSpec]:
-    """GroupNearDuplicates' spec for this run, or None when it does not run (``enabled``)."""
+def leakage_spec(config, split: SplitSpec, previous: Optional[dict], data_dir: str,
+                 rounds: int = ROUNDS) -> Optional[LeakageSpec]:
+    """GroupNearDuplicates' spec for this run, or None when it does not run (``enabled``); ``rounds``: FindComponents'
+    (0: union-find in one worker, launcher/runners.component_rounds)."""
     policy, note = resolved_policy(config.near_duplicates, previous)
     if not enabled(policy, config.split_group):
         return None
@@ -91,7 +105,7 @@ def leakage_spec(config, split: SplitSpec, previous: Optional[dict], data_dir: s
     parent, rebuilt = parent_index(previous, config.near_duplicates_radius, group_text)
     return LeakageSpec(output=config.output, data_dir=data_dir, version=layout.version_entry(data_dir),
                        policy=Policy(policy, split, config.split_names), radius=config.near_duplicates_radius,
-                       split_group=group_text, parent=parent if policy != OFF else None,
+                       split_group=group_text, rounds=rounds, parent=parent if policy != OFF else None,
                        rebuilt=(rebuilt or None) if previous is not None else None, note=note)
 
 

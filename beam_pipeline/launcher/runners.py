@@ -20,6 +20,7 @@ from beam_pipeline.core import paths, runners
 from beam_pipeline.io import folders, listing
 from beam_pipeline.launcher.config import CorpusConfig
 from beam_pipeline.launcher.options import CorpusOptions, CorpusOptionsError
+from beam_pipeline.stages.leakage.components import ROUNDS
 from beam_pipeline.stages.specs import CLASS_FOLDERS, LISTING
 
 _LOG = logging.getLogger(__name__)
@@ -71,6 +72,15 @@ def expected_pairs(config: CorpusConfig, limit: int) -> Optional[int]:
     except (BeamIOError, OSError, ValueError) as error:
         _LOG.debug("could not count the input's pairs: %s", error)
         return None
+
+
+def component_rounds(config: CorpusConfig) -> int:
+    """FindComponents' rounds for this input: 0 (its near-duplicate pairs joined by union-find in one worker) when it
+    is counted at most --near_duplicates_one_worker_pairs pairs, else the Hash-to-Min rounds (stages/leakage/
+    components.py). Outputs are the same either way; the count stops at the limit."""
+    limit = config.near_duplicates_one_worker_pairs
+    pairs = expected_pairs(config, limit) if limit else None
+    return 0 if pairs is not None and pairs <= limit else ROUNDS
 
 
 def apply_worker_log_options(argv: List[str], options: PipelineOptions) -> None:

@@ -104,6 +104,23 @@ def test_planted_copies_end_in_one_split_and_distinct_scenes_are_not_paired(plan
     assert re.search(r"^near-duplicates: \d+ within 14 of 256 bits", stdout, re.M)
 
 
+def test_hash_to_min_rounds_and_union_find_in_one_worker_give_the_same_version(planted, grouped, tmp_path):
+    """The planted corpus is far below --near_duplicates_one_worker_pairs, so its components were joined by
+    union-find in one worker; with 0 they are joined by the Hash-to-Min rounds, and the version is the same: the
+    records' splits, the pairs file, the leakage section (but for ``rounds``) and the shards' bytes."""
+    out, _ = grouped
+    rounds = tmp_path / "rounds"
+    run_cli("--input", planted[1], "--output", rounds, *OPTIONS, "--near_duplicates_one_worker_pairs", "0")
+    one, many = (json.loads((folder / "manifest.json").read_text()) for folder in (out, rounds))
+    assert (one["leakage"].pop("rounds"), many["leakage"].pop("rounds")) == (0, 16)
+    strip = _RUN.sub  # the pairs file's and index's paths name their run
+    assert json.loads(strip("", json.dumps(one["leakage"]))) == json.loads(strip("", json.dumps(many["leakage"])))
+    assert one["leakage"]["components"]["count"] > 50 and one["leakage"]["finished_in_one_worker"] == 0
+    assert source_splits(out) == source_splits(rounds) and pair_lines(out) == pair_lines(rounds)
+    assert {s: [shard["sha256"] for shard in e["shards"]] for s, e in one["splits"].items()} == {
+        s: [shard["sha256"] for shard in e["shards"]] for s, e in many["splits"].items()}
+
+
 def test_statistics_and_counts_are_those_of_the_final_splits(grouped):
     out, _ = grouped
     manifest = json.loads((out / "manifest.json").read_text())

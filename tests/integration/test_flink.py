@@ -278,8 +278,9 @@ def planted(flink_cluster, tmp_path_factory):
     """Near-duplicate grouping on both runners (docs/leakage.md): the planted corpus of tools/planted_copies.py
     (30 collages of real photographs each with a re-encoded, resized, cropped, brightened or re-formatted copy
     named so that the per-image split separates the two, among 20 more scenes and scikit-image's photographs),
-    with no split column, so the fraction splits are grouped. D lacks every third copy. Returns (the whole
-    listing, options, {runner: output of D})."""
+    with no split column, so the fraction splits are grouped. D lacks every third copy; its components are joined
+    by Hash-to-Min rounds (``--near_duplicates_one_worker_pairs 0``), the re-run's by union-find in one worker (the
+    default at this size). Returns (the whole listing, options, {runner: output of D})."""
     from tools.planted_copies import write_planted
     import csv
     folder = tmp_path_factory.mktemp("flink_planted") / "corpus"
@@ -291,9 +292,10 @@ def planted(flink_cluster, tmp_path_factory):
         writer.writeheader()
         writer.writerows(row for row in csv.DictReader(source) if row["image"] not in later)
     options = ["--num_classes", NUM_CLASSES, "--target_shard_bytes", 2_000_000]
+    rounds = ["--near_duplicates_one_worker_pairs", 0]     # D: Hash-to-Min rounds across the TaskManagers
     outs = {name: tmp_path_factory.mktemp(f"planted_{name}") / "out" for name in ("direct", "flink")}
-    run_cli("--input", folder / "d.csv", "--output", outs["direct"], *options)
-    _flink_job(flink_cluster, ["--input", folder / "d.csv", "--output", outs["flink"], *options],
+    run_cli("--input", folder / "d.csv", "--output", outs["direct"], *options, *rounds)
+    _flink_job(flink_cluster, ["--input", folder / "d.csv", "--output", outs["flink"], *options, *rounds],
                "planted copies, grouped")
     return listing, options, outs
 
@@ -340,6 +342,7 @@ def test_grouped_splits_on_flink_equal_the_direct_runs(planted):
     leakage = manifest_of(outs["flink"])["leakage"]
     assert leakage["applied"] == "grouped into one split" and leakage["moved_pairs"] > 0, leakage
     assert leakage["cross_split_pairs"]["before"] > 0 and leakage["cross_split_pairs"]["after"] == 0
+    assert leakage["rounds"] == 16
 
 
 def test_a_rerun_on_flink_against_the_parents_index_ends_as_a_fresh_direct_run(planted_rerun):
@@ -353,6 +356,7 @@ def test_a_rerun_on_flink_against_the_parents_index_ends_as_a_fresh_direct_run(p
     assert live_records(out) == live_records(fresh)
     assert (dataset_dir(out) / "stats.json").read_bytes() == (dataset_dir(fresh) / "stats.json").read_bytes()
     assert manifest["counts"] == reference["counts"]
+    assert manifest["leakage"]["rounds"] == reference["leakage"]["rounds"] == 0
     assert re.search(r"^near-duplicates: \d+ within 14 of 256 bits", stdout, re.M)
 
 

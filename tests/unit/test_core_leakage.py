@@ -248,6 +248,25 @@ def test_hash_to_min_and_union_find_agree_on_a_random_graph():
     assert components.union_find(edges) == expected
 
 
+@pytest.mark.parametrize("parts", [1, 3, 17])
+def test_forests_of_parts_of_the_edges_merge_into_the_components_of_all(parts):
+    """What the one-worker join does: each bundle joins its part of the edges into a forest (flattened or not,
+    as Beam's compact may), and the forests, merged in any order, label every node by its component's smallest."""
+    rng = np.random.default_rng(parts)
+    edges = [tuple(int(x) for x in rng.integers(0, 500, 2)) for _ in range(400)]
+    edges = [(a, b) for a, b in edges if a != b] + [(1000 + i, 1001 + i) for i in range(60)]   # and a long chain
+    rng.shuffle(edges)
+    forests = []
+    for index in range(parts):
+        forest = {}
+        for a, b in edges[index::parts]:
+            components.union(forest, a, b)
+        forests.append(components.flattened(forest) if index % 2 else forest)
+    expected = _bfs_labels(edges)
+    assert components.flattened(components.merged(forests)) == expected
+    assert components.flattened(components.merged(reversed(forests))) == expected
+    assert components.merged([]) == {} and set(expected.values()) >= {1000}
+
 # --------------------------------------------------------------------------
 # Split groups, the policy, the split of a component
 # --------------------------------------------------------------------------

@@ -8,12 +8,15 @@ frames) is joined in about ``2 log2 d`` rounds, not ``d``; once every cluster st
 of each component holds the whole component and every other node holds ``{that node}``: its label. One round is
 one shuffle (stages/leakage/components.py). Nodes are 63-bit ints; a cluster is a sorted tuple.
 
-:func:`union_find` gives the same labels in one process: for the chains that the unrolled rounds did not finish,
-and for tests and ``--plan``.
+:func:`union_find` gives the same labels in one process: for a corpus small enough that one worker holds its
+graph's nodes (``ONE_WORKER_PAIRS``: one step instead of the rounds' sixteen shuffles), for the chains that the
+unrolled rounds did not finish, and for tests and ``--plan``.
 """
 
 from typing import Dict, Iterable, Iterator, List, Tuple
 
+ONE_WORKER_PAIRS = 50_000     # default --near_duplicates_one_worker_pairs: up to this many pairs, union-find in one
+                              # worker (its forest holds at most one node a pair); beyond, Hash-to-Min rounds
 Cluster = Tuple[int, ...]
 FULL, MIN, SELF = 0, 1, 2          # message kinds: a whole cluster, a smallest node, the node's own last cluster
 
@@ -59,25 +62,48 @@ def label(cluster: Cluster) -> int:
     return cluster[0]
 
 
+def find(parent: Dict[int, int], x: int) -> int:
+    """The root of ``x`` in a union-find forest (``parent``: node -> parent, a root its own), paths halved."""
+    root = x
+    while parent[root] != root:
+        root = parent[root]
+    while parent[x] != root:
+        parent[x], x = root, parent[x]
+    return root
+
+
+def union(parent: Dict[int, int], a: int, b: int) -> None:
+    """Join the trees of ``a`` and ``b`` (added when new): the smaller root becomes the root, so that a tree's root
+    is always its smallest node."""
+    parent.setdefault(a, a)
+    parent.setdefault(b, b)
+    ra, rb = find(parent, a), find(parent, b)
+    if ra != rb:
+        parent[max(ra, rb)] = min(ra, rb)
+
+
+def flattened(parent: Dict[int, int]) -> Dict[int, int]:
+    """``{node: smallest node of its component}``: a forest as labels (also a forest, of depth one)."""
+    return {node: find(parent, node) for node in parent}
+
+
+def merged(forests: Iterable[Dict[int, int]]) -> Dict[int, int]:
+    """One forest of several (each node's link to its parent is an edge): the union-find of a graph whose edges were
+    cut into parts, each part joined alone first (the one-worker join's partial combines)."""
+    forests = iter(forests)
+    parent = dict(next(forests, {}))
+    for forest in forests:
+        for node, above in forest.items():
+            union(parent, node, above)
+    return parent
+
+
 def union_find(edges: Iterable[Tuple[int, int]]) -> Dict[int, int]:
     """``{node: smallest node of its component}`` for every node of ``edges``, in one process."""
     parent: Dict[int, int] = {}
-
-    def find(x: int) -> int:
-        root = x
-        while parent[root] != root:
-            root = parent[root]
-        while parent[x] != root:
-            parent[x], x = root, parent[x]
-        return root
-
     for a, b in edges:
-        parent.setdefault(a, a)
-        parent.setdefault(b, b)
-        ra, rb = find(a), find(b)
-        if ra != rb:
-            parent[max(ra, rb)] = min(ra, rb)
-    return {node: find(node) for node in parent}
+        union(parent, a, b)
+    return flattened(parent)
 
 
 def cluster_edges(node: int, cluster: Cluster) -> List[Tuple[int, int]]:

@@ -2,6 +2,11 @@
 (core/leakage/components.py): one shuffle a round, each round doubling how far a cluster reaches, so chains of
 ``d`` links (a video's frames) are joined in about ``2 log2 d`` rounds.
 
+A corpus of at most ``--near_duplicates_one_worker_pairs`` pairs (counted at launch) skips the rounds: its
+edges are joined by union-find, per bundle and then in one worker (UnionFindFn), in one shuffle, where sixteen rounds
+and their checks cost some twenty steps, each with a runner's fixed cost (docs/benchmarks.md). The labels are the
+same.
+
 The graph is unrolled to ``rounds`` rounds (Beam has no loops). A component still changing after the last round
 (a chain of more than a few thousand split units) makes the run finish every component in one worker by union-find
 on the clusters (only the graph's units, no hash; the summary warns). Input: edges ``(unit a, unit b)``, a != b,
@@ -72,14 +77,51 @@ def _finished_tally(count: int) -> Tally:
     return Tally(finished_in_one_worker=count)
 
 
+class UnionFindFn(beam.CombineFn):
+    """Edges -> ``{unit: component}`` of the whole graph: each bundle joins its edges into a forest (combiner
+    lifting), and one worker merges the forests. Its memory is the graph's units, so it runs only on a corpus the
+    launcher counted small enough (core/leakage/components.ONE_WORKER_PAIRS)."""
+
+    def create_accumulator(self):
+        return {}
+
+    def add_input(self, forest, edge):
+        components.union(forest, *edge)
+        return forest
+
+    def merge_accumulators(self, forests):
+        return components.merged(forests)
+
+    def compact(self, forest):
+        return components.flattened(forest)
+
+    def extract_output(self, forest):
+        return components.flattened(forest)
+
+
+def _labels(labels):
+    yield from sorted(labels.items())
+
+
+def _nothing(_):
+    return ()
+
+
 class FindComponents(beam.PTransform):
-    """``labels, tally = edges | FindComponents(rounds)``."""
+    """``labels, tally = edges | FindComponents(rounds)``; ``rounds`` 0: union-find in one worker (UnionFindFn), one
+    shuffle instead of ``rounds`` (a small corpus, counted at launch: launcher/leakage.py)."""
 
     def __init__(self, rounds: int = ROUNDS):
         super().__init__()
         self._rounds = rounds
 
     def expand(self, edges):
+        if self._rounds == 0:
+            labels = (edges
+                      | "UnionFindInOneWorker" >> beam.CombineGlobally(UnionFindFn()).without_defaults()
+                      # {unit: component} of the whole graph (none without an edge)
+                      | "OneWorkerLabels" >> beam.FlatMap(_labels))
+            return labels, edges | "NothingUnfinished" >> beam.FlatMap(_nothing)
         clusters = (edges
                     | "BothWays" >> beam.FlatMap(_both_ways)
                     | "GroupNeighbours" >> beam.GroupByKey()
