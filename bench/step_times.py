@@ -26,6 +26,9 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT)]          # this checkout's pipeline, as bench/near_duplicates_cost.py runs it
+
 _PART = re.compile(r"[()+]+")
 _PREFIX = re.compile(r"^(ref_AppliedPTransform_|ref_PCollection_)")
 
