@@ -189,9 +189,11 @@ class GroupNearDuplicates(beam.PTransform):
             spec.radius, spec.output, spec.version, spec.parent, changes.gone if spec.parent else None, self._shuffle)
         # (image a, image b, unit a, unit b, distance) of every pair with a new image | (index file, entry) | Tally
         near = (found, rerun.old_near_pairs(changes)) | "AllNearPairs" >> beam.Flatten()
-        edges, old_labels = found | "ComponentsToJoin" >> rerun.ComponentsToJoin(changes, spec.parent is not None)
+        rounds = spec.rounds if self._rounds is None else self._rounds
+        edges, old_labels = found | "ComponentsToJoin" >> rerun.ComponentsToJoin(changes, spec.parent is not None,
+                                                                                every_edge=rounds == 0)
         # (unit a, unit b) to join | (unit, component) of the parent's components no new pair or gone image touches
-        labels, component_tally = edges | "FindComponents" >> FindComponents(self._rounds or spec.rounds)
+        labels, component_tally = edges | "FindComponents" >> FindComponents(rounds)
         # (unit, component) of every unit with a near duplicate in another unit | Tally
         labels = (labels, old_labels) | "AllLabels" >> beam.Flatten()
         assigned = ((pairs | "PairByUnit" >> beam.Map(_pair_of_unit),
@@ -219,6 +221,6 @@ class GroupNearDuplicates(beam.PTransform):
         section = (pairs.pipeline
                    | "OnceForTheSection" >> beam.Create([None])
                    | "LeakageSection" >> beam.ParDo(
-                       SectionFn(spec, self._rounds or spec.rounds), tally=beam.pvalue.AsList(tally),
+                       SectionFn(spec, rounds), tally=beam.pvalue.AsList(tally),
                        index_files=beam.pvalue.AsList(index_files), pairs_file=beam.pvalue.AsList(pairs_file)))
         return assigned.pairs, section

@@ -198,19 +198,26 @@ def _endpoints(pair):
     yield pair[3]
 
 
+def _no_labels(_):
+    return ()
+
+
 def _five(pair):
     return pair[:5]
 
 
 class ComponentsToJoin(beam.PTransform):
-    """``edges, kept_labels = found | ComponentsToJoin(changes, has_parent)``: the unit edges Hash-to-Min joins
-    (the new pairs', and the parent's pairs' in components a new pair or a gone image touches), and the components of
-    the parent that stay as they were, ``(unit, component)``."""
+    """``edges, kept_labels = found | ComponentsToJoin(changes, has_parent, every_edge)``: the unit edges Hash-to-Min
+    joins (the new pairs', and the parent's pairs' in components a new pair or a gone image touches), and the
+    components of the parent that stay as they were, ``(unit, component)``. With ``every_edge`` (components joined
+    by union-find in one worker, which costs one step however many edges it gets), every held pair of the parent is
+    an edge again and no component is kept: the same components, without the steps that find the touched ones."""
 
-    def __init__(self, changes: Changes, has_parent: bool):
+    def __init__(self, changes: Changes, has_parent: bool, every_edge: bool = False):
         super().__init__()
         self._changes = changes
         self._has_parent = has_parent
+        self._every_edge = every_edge
 
     def expand(self, found):
         changes = self._changes
@@ -218,6 +225,9 @@ class ComponentsToJoin(beam.PTransform):
         if not self._has_parent:
             return new_edges, found.pipeline | "NoKeptComponents" >> beam.Create([])
         old = changes.old_pairs | "OldCrossUnit" >> beam.Filter(_cross_unit)
+        if self._every_edge:
+            return ((new_edges, old | "HeldUnitEdges" >> beam.Map(_edge)) | "EveryEdge" >> beam.Flatten(),
+                    new_edges | "NoKeptLabels" >> beam.FlatMap(_no_labels))
         old_labels = old | "OldLabels" >> beam.FlatMap(_unit_labels) | "DistinctOldLabels" >> beam.Distinct()
         # (unit, component) of each unit in a parent component (several units)
         touched_units = ((found | "NewEndpoints" >> beam.FlatMap(_endpoints), changes.gone_units)
