@@ -1,7 +1,7 @@
 """Splits you can trust (docs/leakage.md), at launch: the options of ``--help``, their checks, and the spec of
 GroupNearDuplicates and ProfileVersion, given the output's published version (the parent)."""
 
-from typing import List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 from beam_pipeline.core import layout
 from beam_pipeline.core.leakage import drift
@@ -95,9 +95,10 @@ def enabled(policy: Optional[str], group: Optional[SplitGroupSpec]) -> bool:
 
 
 def leakage_spec(config, split: SplitSpec, previous: Optional[dict], data_dir: str,
-                 rounds: int = ROUNDS) -> Optional[LeakageSpec]:
-    """GroupNearDuplicates' spec for this run, or None when it does not run (``enabled``); ``rounds``: FindComponents'
-    (0: union-find in one worker, launcher/runners.component_rounds)."""
+                 rounds: Callable[..., int] = lambda config: ROUNDS) -> Optional[LeakageSpec]:
+    """GroupNearDuplicates' spec for this run, or None when it does not run (``enabled``); ``rounds(config)``:
+    FindComponents' rounds (0: union-find in one worker, launcher/runners.component_rounds, which counts the input:
+    called only when grouping runs)."""
     policy, note = resolved_policy(config.near_duplicates, previous)
     if not enabled(policy, config.split_group):
         return None
@@ -105,7 +106,7 @@ def leakage_spec(config, split: SplitSpec, previous: Optional[dict], data_dir: s
     parent, rebuilt = parent_index(previous, config.near_duplicates_radius, group_text)
     return LeakageSpec(output=config.output, data_dir=data_dir, version=layout.version_entry(data_dir),
                        policy=Policy(policy, split, config.split_names), radius=config.near_duplicates_radius,
-                       split_group=group_text, rounds=rounds, parent=parent if policy != OFF else None,
+                       split_group=group_text, rounds=rounds(config), parent=parent if policy != OFF else None,
                        rebuilt=(rebuilt or None) if previous is not None else None, note=note)
 
 

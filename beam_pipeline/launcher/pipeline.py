@@ -252,7 +252,7 @@ def run(argv: Optional[List[str]] = None) -> dict:
             build_pipeline(p, config, launched.split, run_options, package_versions,
                            launch.temp_dir(launched.options, data_dir), data_dir, shuffle, cache_spec, parent,
                            rewritten, leakage_spec(config, launched.split, output_run.previous, data_dir,
-                                                     runners.component_rounds(config)),
+                                                     runners.component_rounds),
                            drift_spec(config, output_run.previous))
             result = watch.run_and_watch(p, launched.options)     # a progress bar, lines, or where to watch
             pending = read_result(data_dir)

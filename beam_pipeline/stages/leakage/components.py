@@ -103,13 +103,14 @@ def _labels(labels):
     yield from sorted(labels.items())
 
 
-def _nothing(_):
+def nothing(_):
+    """An element -> no element: an empty PCollection made in its producer's stage (a Create would be a stage)."""
     return ()
 
 
 class FindComponents(beam.PTransform):
     """``labels, tally = edges | FindComponents(rounds)``; ``rounds`` 0: union-find in one worker (UnionFindFn), one
-    shuffle instead of ``rounds`` (a small corpus, counted at launch: launcher/leakage.py)."""
+    shuffle instead of ``rounds`` (a small corpus, counted at launch: launcher/runners.component_rounds)."""
 
     def __init__(self, rounds: int = ROUNDS):
         super().__init__()
@@ -121,7 +122,7 @@ class FindComponents(beam.PTransform):
                       | "UnionFindInOneWorker" >> beam.CombineGlobally(UnionFindFn()).without_defaults()
                       # {unit: component} of the whole graph (none without an edge)
                       | "OneWorkerLabels" >> beam.FlatMap(_labels))
-            return labels, edges | "NothingUnfinished" >> beam.FlatMap(_nothing)
+            return labels, edges | "NothingUnfinished" >> beam.FlatMap(nothing)
         clusters = (edges
                     | "BothWays" >> beam.FlatMap(_both_ways)
                     | "GroupNeighbours" >> beam.GroupByKey()

@@ -114,8 +114,8 @@ class FindInBucketFn(beam.DoFn):
 
 def _distinct_pairs(element):
     """(route, [packed pairs, ...]) -> each pair of the route once: two hashes that agree on several bands are found
-    in each of those bands' buckets (7 copies a pair on average on tools/photo_corpus.py's photographs), and one
-    tuple a pair downstream is what the components, the join by unit and the pairs file are sized by."""
+    in each of those bands' buckets (how many copies that makes: docs/benchmarks.md), and one tuple a pair
+    downstream is what the components, the join by unit and the pairs file are sized by."""
     _, blobs = element
     yield from bands.pair_tuples(bands.distinct([bands.from_bytes(blob, bands.PAIR_WIDTH) for blob in blobs]))
 

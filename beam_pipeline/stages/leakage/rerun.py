@@ -22,6 +22,7 @@ from beam_pipeline.core.leakage.groups import unit_id
 from beam_pipeline.core.leakage.splits import image_id
 from beam_pipeline.core.records import ValidPair
 from beam_pipeline.io import files
+from beam_pipeline.stages.leakage.components import nothing
 from beam_pipeline.stages.leakage.find import BAND_WIDTH, EVERY_BUCKET, BandRowsFn
 from beam_pipeline.stages.shuffle import GroupPackedByKey
 from beam_pipeline.stages.specs import LeakageSpec, ShuffleSpec
@@ -198,10 +199,6 @@ def _endpoints(pair):
     yield pair[3]
 
 
-def _no_labels(_):
-    return ()
-
-
 def _five(pair):
     return pair[:5]
 
@@ -227,7 +224,7 @@ class ComponentsToJoin(beam.PTransform):
         old = changes.old_pairs | "OldCrossUnit" >> beam.Filter(_cross_unit)
         if self._every_edge:
             return ((new_edges, old | "HeldUnitEdges" >> beam.Map(_edge)) | "EveryEdge" >> beam.Flatten(),
-                    new_edges | "NoKeptLabels" >> beam.FlatMap(_no_labels))
+                    new_edges | "NoKeptLabels" >> beam.FlatMap(nothing))
         old_labels = old | "OldLabels" >> beam.FlatMap(_unit_labels) | "DistinctOldLabels" >> beam.Distinct()
         # (unit, component) of each unit in a parent component (several units)
         touched_units = ((found | "NewEndpoints" >> beam.FlatMap(_endpoints), changes.gone_units)
