@@ -4,7 +4,7 @@ Only metadata crosses a shuffle (PairRef, ValidPair: no pixels, no file bytes). 
 the bytes of ``core.records.pack``. Two kinds of boundary carry records from stage to stage:
 
 * :class:`GroupPackedByKey`: ``(key, record)`` grouped by key (also what spreads the pairs over the
-  workers before validation: grouped by verdict bucket, stages/validate.py);
+  workers before validation: grouped by verdict bucket, stages/validate.py), from one input or several;
 * :class:`Materialize`: the same records, for a consumer that waits on a side input (the stage
   cannot start before the side input is complete, so its main input is held until then).
 
@@ -162,6 +162,28 @@ class _ThroughFiles(beam.PTransform):
                 # (key, Unpacked records)
 
 
+class _SeveralThroughFiles(beam.PTransform):
+    """Several keyed inputs into one files shuffle: each input is packed and written by the stage that makes it,
+    and only the files' paths are flattened. A Flatten of the records themselves would be a stage of its own on
+    Beam's DirectRunner engine, which holds every record crossing it in the launcher's memory (docs/scale.md)."""
+
+    def __init__(self, spec: ShuffleSpec):
+        super().__init__()
+        self._spec = spec
+
+    def expand(self, inputs):
+        name = uuid.uuid4().hex
+        written = tuple(packed_pairs | f"WriteBuckets{i}" >> beam.ParDo(_WriteBucketsFn(self._spec, name))
+                        for i, packed_pairs in enumerate(inputs))
+        # (bucket, path of a file of a bundle's records in that bucket), from each input's own stages
+        return (written
+                | "AllBucketFiles" >> beam.Flatten()
+                | "GroupFilesByBucket" >> beam.GroupByKey()
+                # (bucket, [path, ...])
+                | "ReadBuckets" >> beam.ParDo(_ReadBucketFn()))
+                # (key, Unpacked records)
+
+
 class _ReadFileFn(beam.DoFn):
     """path -> the records of one bundle's file (bytes), streamed; the file is removed once read."""
 
@@ -192,14 +214,24 @@ class _WriteFileFn(beam.DoFn):
 # The two boundaries
 # --------------------------------------------------------------------------
 class GroupPackedByKey(beam.PTransform):
-    """``(key, record) | GroupPackedByKey(ShuffleSpec())`` -> ``(key, records)``, the values packed across."""
+    """``(key, record) | GroupPackedByKey(ShuffleSpec())`` -> ``(key, records)``, the values packed across.
+
+    ``(a, b, ...) | GroupPackedByKey(ShuffleSpec())`` groups several keyed inputs together, as a Flatten before it
+    would, without the Flatten's stage: each input is packed, and written through files, where it is made."""
 
     def __init__(self, spec: ShuffleSpec = ShuffleSpec()):
         super().__init__()
         self._spec = spec
 
     def expand(self, keyed):
-        packed_pairs = keyed | "Pack" >> beam.Map(_pack_value)
+        if isinstance(keyed, (tuple, list)):
+            packed_inputs = tuple(pcoll | f"Pack{i}" >> beam.Map(_pack_value) for i, pcoll in enumerate(keyed))
+            # (key, bytes) of each input
+            if self._spec.folder is not None:
+                return packed_inputs | "ThroughFiles" >> _SeveralThroughFiles(self._spec)
+            packed_pairs = packed_inputs | "AllInputs" >> beam.Flatten()
+        else:
+            packed_pairs = keyed | "Pack" >> beam.Map(_pack_value)
         # (key, bytes)
         if self._spec.folder is not None:
             return packed_pairs | "ThroughFiles" >> _ThroughFiles(self._spec)

@@ -192,6 +192,28 @@ def test_records_through_files_are_the_records_beam_moves(tmp_path):
     assert [path for path in folder.rglob("*") if path.is_file()] == []
 
 
+@pytest.mark.parametrize("through_files", [True, False])
+def test_several_inputs_grouped_together_are_the_groups_of_their_flatten(tmp_path, through_files):
+    """Two keyed inputs made in different stages, grouped by one GroupPackedByKey, give each key every value of both
+    (as Beam's Flatten then GroupByKey would), through files or through Beam's own shuffle; no file left behind."""
+    from beam_pipeline.stages.shuffle import GroupPackedByKey
+    records = [PairRef(key=f"k{i}", source_id=f"s{i}", image=f"/i/{i}.png", split="train") for i in range(40)]
+    first = [(f"g{i % 6}", ("pair", record)) for i, record in enumerate(records)]
+    second = [(f"g{i}", ("label", i * 10)) for i in range(3, 9)]        # g6..g8: keys only the second input has
+    folder = tmp_path / "shuffle"
+    shuffle = ShuffleSpec(folder=str(folder), buckets=4) if through_files else ShuffleSpec()
+    expected = {}
+    for key, value in first + second:
+        expected.setdefault(key, []).append(repr(value))
+    with TestPipeline() as p:
+        a = p | "First" >> beam.Create(first) | "Reshuffled" >> beam.Reshuffle()
+        b = p | "Second" >> beam.Create(second)
+        grouped = ((a, b) | GroupPackedByKey(shuffle)
+                   | "Sorted" >> beam.Map(lambda kv: (kv[0], sorted(repr(value) for value in kv[1]))))
+        assert_that(grouped, equal_to([(key, sorted(values)) for key, values in expected.items()]))
+    assert [path for path in folder.rglob("*") if path.is_file()] == []
+
+
 def test_counts_that_do_not_reconcile_at_publishing_end_the_run_with_one_line(tmp_path):
     """PublishOutputs fed inputs whose counts do not add up (ten discovered, nothing accounted for) leaves
     no pending manifest, and the launcher's read of the result is one RunFailed line naming the counts."""

@@ -29,12 +29,11 @@ FILES_TAG = "files"            # (path relative to the output, its files entry)
 TALLY_TAG = "tally"            # Tally of a bucket: distances computed, runs capped
 BAND_WIDTH = 2 + bands.ROW_WORDS   # a band row: band, value, then the row (image, unit, the hash)
 _FLUSH_ROWS = 50_000           # a bundle sends its rows once it holds this many hashes
-EVERY_BUCKET = -1              # a node (EVERY_BUCKET, bucket, b""): BandRowsFn sends the bucket no row
 
 
 class BandRowsFn(beam.DoFn):
     """(image id, unit id, hash) -> (bucket, packed band rows), once per bucket at the end of the bundle (or when
-    it holds _FLUSH_ROWS hashes); (EVERY_BUCKET, bucket, b"") -> (bucket, b"")."""
+    it holds _FLUSH_ROWS hashes)."""
 
     def __init__(self, radius: int):
         self._layout = bands.Layout(radius)
@@ -44,9 +43,7 @@ class BandRowsFn(beam.DoFn):
         self._nodes = []
 
     def process(self, node):
-        if node[0] == EVERY_BUCKET:
-            yield node[1], b""
-        elif len(node[2]) == phash.BYTES:
+        if len(node[2]) == phash.BYTES:
             self._nodes.append(node)
             if len(self._nodes) >= _FLUSH_ROWS:
                 yield from self._flush()
@@ -68,6 +65,11 @@ class BandRowsFn(beam.DoFn):
     def _by_bucket(self, rows: np.ndarray) -> Dict[int, np.ndarray]:
         """{bucket: packed rows}: each row once per band (bands.by_bucket)."""
         return bands.by_bucket(rows, self._layout)
+
+
+def every_bucket_markers() -> List[tuple]:
+    """(bucket, b"") for every bucket of the band shuffle: a bucket no row reaches is still read and written."""
+    return [(bucket, b"") for bucket in range(bands.BUCKETS)]
 
 
 class FindInBucketFn(beam.DoFn):
@@ -134,16 +136,14 @@ class FindNearPairs(beam.PTransform):
         self._shuffle = shuffle
 
     def expand(self, nodes):
-        every_bucket = (nodes.pipeline
-                        | "EveryBucket" >> beam.Create([(EVERY_BUCKET, bucket, b"") for bucket in range(bands.BUCKETS)]))
-        # (EVERY_BUCKET, bucket, b""): every bucket is compared, and writes its index file, even with no new row.
-        # Flattened with the nodes, not with the band rows: the DirectRunner's engine (Beam 2.70) lost whole packed
-        # band rows between a Flatten of two stages and the files shuffle (docs/leakage.md, "Cost")
+        every_bucket = nodes.pipeline | "EveryBucket" >> beam.Create(every_bucket_markers(), reshuffle=False)
+        # (bucket, b""): every bucket is compared, and writes its index file, even with no new row. Grouped with the
+        # band rows as a second input, each written where it is made: the DirectRunner's engine (Beam 2.70) lost
+        # whole packed band rows between a Flatten of the two and the files shuffle (docs/leakage.md, "Cost")
         side: Dict[str, object] = {} if self._gone is None else {"gone": beam.pvalue.AsList(self._gone)}
-        found = ((nodes, every_bucket)
-                 | "WithEveryBucket" >> beam.Flatten()
-                 | "BandRows" >> beam.ParDo(BandRowsFn(self._radius))
-                 # (bucket, packed band rows of a bundle) and (bucket, b"") for every bucket
+        band_rows = nodes | "BandRows" >> beam.ParDo(BandRowsFn(self._radius))
+        # (bucket, packed band rows of a bundle)
+        found = ((band_rows, every_bucket)
                  | "GroupByBandBucket" >> GroupPackedByKey(self._shuffle)
                  # (bucket, [packed band rows, ...]): one worker per bucket
                  | "CompareInBucket" >> beam.ParDo(FindInBucketFn(self._radius, self._output, self._version,

@@ -46,8 +46,9 @@ def _label_of_unit(element):
 
 
 def _halves(pair):
-    """A near-duplicate pair's two halves, each to its unit: the unit names its image, split and component."""
-    a, b, unit_a, unit_b, distance = pair
+    """A near-duplicate pair's two halves, each to its unit: the unit names its image, split and component (a
+    parent's pair still held has its component after these five)."""
+    a, b, unit_a, unit_b, distance = pair[:5]
     yield unit_a, (HALF, (a, b, distance, 0))
     yield unit_b, (HALF, (a, b, distance, 1))
 
@@ -188,18 +189,18 @@ class GroupNearDuplicates(beam.PTransform):
         found, index_files, find_tallies = changes.nodes | "FindNearPairs" >> FindNearPairs(
             spec.radius, spec.output, spec.version, spec.parent, changes.gone if spec.parent else None, self._shuffle)
         # (image a, image b, unit a, unit b, distance) of every pair with a new image | (index file, entry) | Tally
-        near = (found, rerun.old_near_pairs(changes)) | "AllNearPairs" >> beam.Flatten()
         rounds = spec.rounds if self._rounds is None else self._rounds
         edges, old_labels = found | "ComponentsToJoin" >> rerun.ComponentsToJoin(changes, spec.parent is not None,
                                                                                 every_edge=rounds == 0)
         # (unit a, unit b) to join | (unit, component) of the parent's components no new pair or gone image touches
         labels, component_tally = edges | "FindComponents" >> FindComponents(rounds)
         # (unit, component) of every unit with a near duplicate in another unit | Tally
-        labels = (labels, old_labels) | "AllLabels" >> beam.Flatten()
         assigned = ((pairs | "PairByUnit" >> beam.Map(_pair_of_unit),
                      labels | "LabelByUnit" >> beam.Map(_label_of_unit),
-                     near | "HalvesByUnit" >> beam.FlatMap(_halves))
-                    | "UnitInputs" >> beam.Flatten()
+                     old_labels | "KeptLabelByUnit" >> beam.Map(_label_of_unit),
+                     found | "HalvesByUnit" >> beam.FlatMap(_halves),
+                     changes.old_pairs | "HeldHalvesByUnit" >> beam.FlatMap(_halves))
+                    # each input packed and written where it is made: no Flatten's stage holding every pair
                     | "GroupByUnit" >> GroupPackedByKey(self._shuffle)
                     # (unit, [(PAIR, ValidPair) | (LABEL, component) | (HALF, edge half), ...])
                     | "AssignSplits" >> beam.ParDo(AssignSplitsFn(spec)).with_outputs(HALF_TAG, TALLY_TAG, SIZE_TAG,

@@ -23,7 +23,7 @@ from beam_pipeline.core.leakage.splits import image_id
 from beam_pipeline.core.records import ValidPair
 from beam_pipeline.io import files
 from beam_pipeline.stages.leakage.components import nothing
-from beam_pipeline.stages.leakage.find import BAND_WIDTH, EVERY_BUCKET, BandRowsFn
+from beam_pipeline.stages.leakage.find import BAND_WIDTH, BandRowsFn, every_bucket_markers
 from beam_pipeline.stages.shuffle import GroupPackedByKey
 from beam_pipeline.stages.specs import LeakageSpec, ShuffleSpec
 
@@ -47,7 +47,7 @@ class Changes:
 class FirstBandFn(BandRowsFn):
     """(image id, unit id, hash) -> (bucket of its first band, packed rows (image, unit, hash)), bundled as BandRowsFn
     bundles its band rows: the first band of a bundle's hashes is cut in one numpy call, not one a node (about
-    0.4 ms each); (EVERY_BUCKET, bucket, b"") -> (bucket, b"")."""
+    0.4 ms each)."""
 
     def _by_bucket(self, rows: np.ndarray) -> Dict[int, np.ndarray]:
         return bands.first_band_buckets(rows, self._layout)
@@ -149,18 +149,15 @@ class SinceParent(beam.PTransform):
         # (image id, unit id, hash)
         parent = self._spec.parent
         if parent is None:
-            none = pairs.pipeline | "NothingGone" >> beam.Create([])
-            return Changes(nodes, none, pairs.pipeline | "NoGoneUnits" >> beam.Create([]),
-                           pairs.pipeline | "NoParentPairs" >> beam.Create([]))
-        every_bucket = (pairs.pipeline
-                        | "EveryFirstBandBucket" >> beam.Create([(EVERY_BUCKET, bucket, b"")
-                                                                  for bucket in range(bands.BUCKETS)]))
-        # (EVERY_BUCKET, bucket, b""): every bucket is read, so that the parent's nodes in a bucket that no current
-        # node reaches (all its images removed) are gone too; flattened with the nodes, as FindNearPairs does
-        classified = ((nodes, every_bucket)
-                      | "NodesAndEveryBucket" >> beam.Flatten()
-                      | "ByFirstBand" >> beam.ParDo(FirstBandFn(self._spec.radius))
-                      # (bucket of the first band, packed rows of a bundle's nodes)
+            return Changes(nodes, pairs | "NothingGone" >> beam.FlatMap(nothing),
+                           pairs | "NoGoneUnits" >> beam.FlatMap(nothing),
+                           pairs | "NoParentPairs" >> beam.FlatMap(nothing))
+        every_bucket = pairs.pipeline | "EveryFirstBandBucket" >> beam.Create(every_bucket_markers(), reshuffle=False)
+        # (bucket, b""): every bucket is read, so that the parent's nodes in a bucket that no current node reaches
+        # (all its images removed) are gone too; grouped with the nodes' rows, as FindNearPairs does
+        first_band = nodes | "ByFirstBand" >> beam.ParDo(FirstBandFn(self._spec.radius))
+        # (bucket of the first band, packed rows of a bundle's nodes)
+        classified = ((first_band, every_bucket)
                       | "GroupByFirstBand" >> GroupPackedByKey(self._shuffle)
                       # (bucket, [packed rows, ...]): with the parent's rows of band 0 of that bucket
                       | "NewOrGone" >> beam.ParDo(ClassifyFn(self._spec.output, parent)).with_outputs(
@@ -199,10 +196,6 @@ def _endpoints(pair):
     yield pair[3]
 
 
-def _five(pair):
-    return pair[:5]
-
-
 class ComponentsToJoin(beam.PTransform):
     """``edges, kept_labels = found | ComponentsToJoin(changes, has_parent, every_edge)``: the unit edges Hash-to-Min
     joins (the new pairs', and the parent's pairs' in components a new pair or a gone image touches), and the
@@ -220,7 +213,7 @@ class ComponentsToJoin(beam.PTransform):
         changes = self._changes
         new_edges = found | "NewCrossUnit" >> beam.Filter(_cross_unit) | "NewUnitEdges" >> beam.Map(_edge)
         if not self._has_parent:
-            return new_edges, found.pipeline | "NoKeptComponents" >> beam.Create([])
+            return new_edges, found | "NoKeptComponents" >> beam.FlatMap(nothing)
         old = changes.old_pairs | "OldCrossUnit" >> beam.Filter(_cross_unit)
         if self._every_edge:
             return ((new_edges, old | "HeldUnitEdges" >> beam.Map(_edge)) | "EveryEdge" >> beam.Flatten(),
@@ -242,8 +235,3 @@ class ComponentsToJoin(beam.PTransform):
         kept = old_labels | "Untouched" >> beam.ParDo(InSetFn(_component_of_label, False),
                                                       members=beam.pvalue.AsList(touched))
         return (new_edges, again) | "EdgesToJoin" >> beam.Flatten(), kept
-
-
-def old_near_pairs(changes: Changes):
-    """The parent's pairs still held, as FindNearPairs gives pairs."""
-    return changes.old_pairs | "OldNearPairs" >> beam.Map(_five)

@@ -162,7 +162,6 @@ class KeepParentRecords(beam.PTransform):
                           | "ReadParentKeys" >> beam.ParDo(ReadParentKeysFn(), output=self._output))
         # (record key, ("parent" | "damaged", Located)): the parent's live records, and those of its damaged shards
         decided = ((reusable | "KeyByRecord" >> beam.Map(_keyed_pair), parent_records)
-                   | "CurrentAndParent" >> beam.Flatten()
                    | "GroupByRecord" >> GroupPackedByKey(self._shuffle)
                    # (record key, [("pair", ValidPair) | ("parent", Located), ...])
                    | "Decide" >> beam.ParDo(DecideFn()).with_outputs(WRITE_TAG, DELETED_TAG, COUNTS_TAG, LOST_TAG,
@@ -176,7 +175,6 @@ class KeepParentRecords(beam.PTransform):
                      | "PlanCompaction" >> beam.FlatMap(_plan_compaction, live=beam.pvalue.AsList(live), spec=spec))
         # shard path: the parent shards whose live records are written again
         versioned = ((decided.kept, decided[DELETED_TAG])
-                     | "KeptAndDeleted" >> beam.Flatten()
                      | "GroupByShard" >> GroupPackedByKey(self._shuffle)
                      # (shard, [("kept", (index, ValidPair, framed size)) | ("deleted", index), ...])
                      | "VersionShards" >> beam.ParDo(ShardVersionFn(spec, self._num_classes),
