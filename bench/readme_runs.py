@@ -10,7 +10,10 @@ commands as ``make run`` does, each into a fresh output:
 
 * ``segmentation``: ``--input SAMPLE/segmentation/manifest.csv --task segmentation --num_classes 8
   --ignore_label 255`` (252 pairs);
-* ``classification``: ``--input SAMPLE/classification/images --task classification`` (403 images).
+* ``classification``: ``--input SAMPLE/classification/images --task classification`` (403 images);
+* with ``--listing PATH`` (repeatable), also ``--input PATH --num_classes 8`` for each: a segmentation listing
+  of your own, e.g. a photo corpus of tools/photo_corpus.py above the launcher's in-process threshold (1,000
+  pairs), where the run starts a worker process per core.
 
 Figures: the wall time from spawn to reaping and the CPU time of the run and every process it started
 (``RUSAGE_CHILDREN``, which another session's load moves less than wall time), median (min..max) over the
@@ -59,6 +62,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--workdir", type=Path, default=ROOT / "build" / "bench" / "readme_runs",
                         help="the sample corpus, outputs and logs")
     parser.add_argument("--json", type=Path, default=None, help="keep every run in this JSON file")
+    parser.add_argument("--listing", type=Path, action="append", default=[],
+                        help="also run on this segmentation listing (--num_classes 8); repeatable")
+    parser.add_argument("--no_sample", action="store_true", help="only the --listing runs, not README's two")
     args = parser.parse_args(argv)
     workdir = args.workdir.resolve()
     (workdir / "logs").mkdir(parents=True, exist_ok=True)
@@ -67,17 +73,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         subprocess.run([sys.executable, "-m", "tools.sample_corpus", str(sample), "--overwrite"], cwd=ROOT,
                        check=True, stdout=subprocess.DEVNULL, env=dict(os.environ, PYTHONPATH=str(ROOT)))
     checkouts = {"before": args.baseline.resolve(), "this": ROOT}
-    runs = {(name, kind): [] for name in RUNS for kind in checkouts}
+    kinds = {} if args.no_sample else dict(RUNS)
+    for listing in args.listing:
+        kinds[listing.stem] = lambda _, path=listing.resolve(): ["--input", str(path), "--num_classes", "8"]
+    runs = {(name, kind): [] for name in kinds for kind in checkouts}
     for repeat in range(args.repeats):
         for kind in interleaved(tuple(checkouts), repeat):
-            for name, options in RUNS.items():
+            for name, options in kinds.items():
                 result = run_once(checkouts[kind], options(sample), workdir / "out" / kind,
                                   workdir / "logs" / f"{kind}_{name}_r{repeat}.log")
                 runs[(name, kind)].append(result)
                 log(f"{kind:<7} {name:<15} {result['seconds']:.1f} s  CPU {result['cpu_seconds']:.1f} s  "
                     f"other load {result['other_cores']:.2f}")
     lines = [f"README's first runs, {args.repeats} interleaved repetitions; before = {checkouts['before']}:"]
-    for name in RUNS:
+    for name in kinds:
         for field, title in (("seconds", "wall s"), ("cpu_seconds", "CPU s")):
             values = {kind: [r[field] for r in runs[(name, kind)]] for kind in checkouts}
             ratios = [t / b for t, b in zip(values["this"], values["before"])]

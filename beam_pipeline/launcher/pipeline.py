@@ -229,6 +229,15 @@ def run(argv: Optional[List[str]] = None) -> dict:
     launch.check_output(config)
     runners.apply_runner_defaults(argv, launched.options, config)
     runners.apply_worker_log_options(argv, launched.options)
+    pool = runners.warm_pool(launched.options)       # worker processes importing while the pipeline is built
+    try:
+        return _run_launched(argv, launched, config)
+    finally:
+        if pool is not None:
+            pool.close()
+
+
+def _run_launched(argv, launched, config) -> dict:
     run_options = dict(config.as_dict(), runner=runners.runner_name(launched.options))
     started = time.monotonic()
     try:

@@ -18,6 +18,7 @@ from apache_beam.options.pipeline_options import (DirectOptions, FlinkRunnerOpti
 from beam_pipeline import console
 from beam_pipeline.core import paths, runners
 from beam_pipeline.io import folders, listing
+from beam_pipeline.launcher import warm_workers
 from beam_pipeline.launcher.config import CorpusConfig
 from beam_pipeline.launcher.options import CorpusOptions, CorpusOptionsError
 from beam_pipeline.stages.leakage.components import ROUNDS
@@ -120,8 +121,28 @@ def runner(options: PipelineOptions):
     from apache_beam.runners.portability.portable_runner import JobServiceHandle
     send_bundles_by_size()
     encoded = JobServiceHandle.encode_pipeline_options(options.get_all_options())
-    return FnApiRunner(provision_info=fn_runner.ExtendedProvisionInfo(
+
+    class Runner(FnApiRunner):
+        """FnApiRunner, whose SDK worker processes are the launcher's waiting ones while a WarmPool is open."""
+
+        def run_via_runner_api(self, pipeline_proto, options=None):
+            if os.environ.get(warm_workers.POOL_ENV):
+                warm_workers.with_client_command(pipeline_proto)
+            return super().run_via_runner_api(pipeline_proto, options)
+
+    return Runner(provision_info=fn_runner.ExtendedProvisionInfo(
         beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded)))
+
+
+def warm_pool(options: PipelineOptions):
+    """The DirectRunner's SDK worker processes, started now to import while the pipeline is built
+    (launcher/warm_workers.py); None where the run starts no worker process here."""
+    if not is_direct(options):
+        return None
+    direct = options.view_as(DirectOptions)
+    if direct.direct_running_mode != "multi_processing":
+        return None
+    return warm_workers.WarmPool(direct.direct_num_workers or os.cpu_count() or 1)
 
 
 def send_bundles_by_size() -> None:

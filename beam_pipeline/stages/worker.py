@@ -23,10 +23,14 @@ SDK_WORKER_MAIN = "apache_beam.runners.worker.sdk_worker_main"
 _registered = False
 
 
+WARM_WORKER_MAIN = "beam_pipeline.launcher.warm_workers"     # an SDK worker started before the run (launcher)
+
+
 def in_sdk_worker() -> bool:
-    """True in a process started as ``python -m apache_beam.runners.worker.sdk_worker_main``."""
+    """True in a process started as ``python -m apache_beam.runners.worker.sdk_worker_main``, or as one of the
+    launcher's waiting worker processes."""
     spec = getattr(sys.modules.get("__main__"), "__spec__", None)
-    return spec is not None and spec.name == SDK_WORKER_MAIN
+    return spec is not None and spec.name in (SDK_WORKER_MAIN, WARM_WORKER_MAIN)
 
 
 def prepare_sdk_worker() -> None:

@@ -86,7 +86,8 @@ class AssignSplitsFn(beam.DoFn):
             splits.add(pair.ref.split)
             finals.add(final)
             group = pair.ref.group
-            named[image_id(pair.ref.key)] = (pair.ref.source_id, pair.ref.split, final, record_key(pair.ref.key))
+            if halves or component is not None:      # named only for the pairs file and the component's size
+                named[image_id(pair.ref.key)] = (pair.ref.source_id, pair.ref.split, final, record_key(pair.ref.key))
             yield pair if final == pair.ref.split else dataclasses.replace(
                 pair, ref=dataclasses.replace(pair.ref, split=final))
         label = unit if component is None else component

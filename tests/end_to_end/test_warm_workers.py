@@ -1,0 +1,100 @@
+"""The DirectRunner's SDK worker processes, started before the pipeline is built (launcher/warm_workers.py).
+
+A run on worker processes takes the launcher's waiting processes for its workers and publishes the same bytes as
+the run in the launcher's own process; waiting processes that no run takes leave when the pool closes, and when
+the launcher is killed; a worker command with no pool to ask is Beam's own SDK worker.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from conftest import NUM_CLASSES, ROOT, assert_same_outputs
+
+from beam_pipeline.launcher import warm_workers
+
+
+def processes_with(marker: str):
+    """pids of the live processes whose environment holds ``marker`` (this test's own TMPDIR)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environment = (entry / "environ").read_bytes()
+            status = (entry / "stat").read_text().split()
+        except OSError:
+            continue
+        if marker.encode() in environment and status[2] != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+def until_none_left(marker: str, seconds: float = 30.0):
+    deadline = time.monotonic() + seconds
+    while processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return processes_with(marker)
+
+
+def test_a_run_on_worker_processes_started_before_its_build_publishes_what_the_launcher_alone_does(
+        segmentation_run, corpus_dir, tmp_path):
+    """Two worker processes, started while the pipeline was built, serve the run (the debug line counts them), the
+    version is byte for byte the default engine's, and no process of the run outlives it."""
+    expected_dir, _ = segmentation_run
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    completed = subprocess.run(
+        [sys.executable, "-m", "beam_pipeline", "--input", str(corpus_dir / "segmentation" / "manifest.csv"),
+         "--num_classes", str(NUM_CLASSES), "--target_shard_bytes", "4000000", "--output", str(tmp_path / "out"),
+         "--direct_running_mode", "multi_processing", "--direct_num_workers", "2", "--log_level", "debug"],
+        cwd=ROOT, capture_output=True, text=True, timeout=900, env=dict(os.environ, TMPDIR=str(temporary)))
+    assert completed.returncode == 0, completed.stderr[-5000:]
+    assert "2 of the 2 worker processes started before the pipeline was built served it" in completed.stderr
+    assert_same_outputs(expected_dir, tmp_path / "out")
+    assert until_none_left(str(temporary)) == []
+    assert list(temporary.glob("beam_pipeline_workers_*")) == []
+
+
+def test_waiting_processes_no_run_takes_leave_when_the_pool_closes(tmp_path, monkeypatch):
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    import tempfile
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    pool = warm_workers.WarmPool(2)
+    assert os.environ[warm_workers.POOL_ENV] == pool.address
+    assert len(processes_with(str(tmp_path))) == 2
+    pool.close()
+    assert warm_workers.POOL_ENV not in os.environ
+    assert until_none_left(str(tmp_path)) == []
+    assert pool.served == 0
+    assert list(tmp_path.glob("beam_pipeline_workers_*")) == []
+
+
+def test_waiting_processes_leave_when_the_launcher_is_killed(tmp_path):
+    """The launcher killed alone (SIGKILL, no teardown) while its workers still import: they see their stdin close
+    and leave, instead of waiting for ever."""
+    launcher = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from beam_pipeline.launcher import warm_workers; "
+         "warm_workers.WarmPool(2); print('open', flush=True); time.sleep(600)"],
+        cwd=ROOT, stdout=subprocess.PIPE, text=True, env=dict(os.environ, TMPDIR=str(tmp_path)))
+    try:
+        assert launcher.stdout.readline().strip() == "open"
+        assert len(processes_with(str(tmp_path))) == 3            # the launcher and its two waiting processes
+    finally:
+        launcher.send_signal(signal.SIGKILL)
+        launcher.wait()
+    assert until_none_left(str(tmp_path)) == []
+
+
+def test_a_worker_command_with_no_pool_to_ask_is_beams_sdk_worker(tmp_path):
+    """The client whose pool is gone (or never was) runs ``sdk_worker_main`` itself: here, without the engine's
+    control address, it fails as Beam's worker does, naming the missing variable."""
+    environment = {name: value for name, value in os.environ.items() if not name.endswith("API_SERVICE_DESCRIPTOR")}
+    environment[warm_workers.POOL_ENV] = str(tmp_path / "no-such-pool.sock")
+    completed = subprocess.run(warm_workers.client_command(), shell=True, cwd=ROOT, capture_output=True, text=True,
+                               timeout=300, env=environment)
+    assert completed.returncode != 0
+    assert "CONTROL_API_SERVICE_DESCRIPTOR" in completed.stderr
