@@ -231,13 +231,14 @@ def run(argv: Optional[List[str]] = None) -> dict:
     runners.apply_worker_log_options(argv, launched.options)
     pool = runners.warm_pool(launched.options)       # worker processes importing while the pipeline is built
     try:
-        return _run_launched(argv, launched, config)
+        return _run_launched(launched, config)
     finally:
         if pool is not None:
             pool.close()
 
 
-def _run_launched(argv, launched, config) -> dict:
+def _run_launched(launched, config) -> dict:
+    """run() once the engine is chosen (and its worker processes are starting)."""
     run_options = dict(config.as_dict(), runner=runners.runner_name(launched.options))
     started = time.monotonic()
     try:

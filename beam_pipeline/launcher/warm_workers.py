@@ -27,9 +27,9 @@ import tempfile
 import threading
 from typing import List, Optional
 
+from beam_pipeline.stages.worker import SDK_WORKER_MAIN, WARM_WORKER_MAIN
+
 POOL_ENV = "BEAM_PIPELINE_WARM_POOL"      # the pool's socket, in the environment the engine gives each client
-SDK_WORKER_MAIN = "apache_beam.runners.worker.sdk_worker_main"
-WARM_WORKER_MAIN = "beam_pipeline.launcher.warm_workers"
 WAIT_FLAG = "--wait"
 _WARM, _COLD = b"w", b"c"
 _LOG = logging.getLogger(__name__)
