@@ -229,7 +229,7 @@ def run(argv: Optional[List[str]] = None) -> dict:
     launch.check_output(config)
     runners.apply_runner_defaults(argv, launched.options, config)
     runners.apply_worker_log_options(argv, launched.options)
-    pool = runners.warm_pool(launched.options)       # worker processes importing while the pipeline is built
+    pool = runners.warm_pool(launched.options, config.compute_stats)   # workers importing while it is built
     try:
         return _run_launched(launched, config)
     finally:

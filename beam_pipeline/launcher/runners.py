@@ -134,15 +134,17 @@ def runner(options: PipelineOptions):
         beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded)))
 
 
-def warm_pool(options: PipelineOptions):
-    """The DirectRunner's SDK worker processes, started now to import while the pipeline is built
-    (launcher/warm_workers.py); None where the run starts no worker process here."""
+def warm_pool(options: PipelineOptions, statistics: bool):
+    """The DirectRunner's SDK worker processes, started now to import while the pipeline is built (tf.Transform
+    only for a run with ``statistics``: launcher/warm_workers.py); None where the run starts no worker process
+    here."""
     if not is_direct(options):
         return None
     direct = options.view_as(DirectOptions)
     if direct.direct_running_mode != "multi_processing":
         return None
-    return warm_workers.WarmPool(direct.direct_num_workers or os.cpu_count() or 1)
+    return warm_workers.WarmPool(direct.direct_num_workers or os.cpu_count() or 1,
+                                 warm_workers.STATISTICS_MODULES if statistics else ())
 
 
 def send_bundles_by_size() -> None:

@@ -5,9 +5,9 @@ each SDK worker as ``python -m apache_beam.runners.worker.sdk_worker_main`` once
 translated; the first bundle that needs tf.Transform then imports it, and TensorFlow with it, in that worker:
 seconds of CPU in each worker, after the launcher spent as many seconds building the pipeline on one core
 (docs/benchmarks.md, "Fast start"). Here the launcher starts the worker processes as soon as it has chosen
-them (:class:`WarmPool`): each imports the SDK harness and tf.Transform, then waits on its stdin. The engine's
-command for a worker becomes ``python -m beam_pipeline.launcher.warm_workers`` (the *client*, a process that
-imports nothing heavy): it asks the launcher's pool for a waiting process over a socket, the pool hands that
+them (:class:`WarmPool`): each imports the SDK harness, and tf.Transform when the run computes statistics, then
+waits on its stdin. The engine's command for a worker becomes ``python -m beam_pipeline.launcher.warm_workers``
+(the *client*, a process that imports nothing heavy): it asks the launcher's pool for a waiting process over a socket, the pool hands that
 process the environment the engine gave the client (control and logging addresses, pipeline options, worker
 id), and the client waits for it and exits with its status. Without a waiting process (all taken, the pool
 closed, or a process that died), the client becomes the SDK worker itself, as Beam would have started it.
@@ -31,6 +31,7 @@ from beam_pipeline.stages.worker import SDK_WORKER_MAIN, WARM_WORKER_MAIN
 
 POOL_ENV = "BEAM_PIPELINE_WARM_POOL"      # the pool's socket, in the environment the engine gives each client
 WAIT_FLAG = "--wait"
+STATISTICS_MODULES = ("tensorflow_transform.beam",)   # what the statistics' bundles import (and TensorFlow with it)
 _WARM, _COLD = b"w", b"c"
 _LOG = logging.getLogger(__name__)
 
@@ -63,10 +64,10 @@ def _exactly(connection: socket.socket, size: int) -> Optional[bytes]:
 # The launcher's side
 # --------------------------------------------------------------------------
 class WarmPool:
-    """``count`` waiting worker processes and the socket their clients ask for one on; a context manager that
-    sets POOL_ENV for the engine's workers while open."""
+    """``count`` waiting worker processes, each having imported ``modules`` beside the SDK harness, and the socket
+    their clients ask for one on; sets POOL_ENV for the engine's workers while open."""
 
-    def __init__(self, count: int):
+    def __init__(self, count: int, modules=STATISTICS_MODULES):
         self._folder = tempfile.mkdtemp(prefix="beam_pipeline_workers_")
         self.address = os.path.join(self._folder, "pool.sock")
         self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -74,7 +75,7 @@ class WarmPool:
         self._server.listen(max(count, 1) * 2)
         self._lock = threading.Lock()
         self._waiting: List[subprocess.Popen] = [
-            subprocess.Popen([sys.executable, "-m", WARM_WORKER_MAIN, WAIT_FLAG], stdin=subprocess.PIPE)
+            subprocess.Popen([sys.executable, "-m", WARM_WORKER_MAIN, WAIT_FLAG, *modules], stdin=subprocess.PIPE)
             for _ in range(count)]
         self.count = count
         self.served = 0                          # clients given a waiting process
@@ -198,13 +199,15 @@ def _run_as_client() -> int:
     return 1                                        # not reached
 
 
-def _wait_and_run() -> None:
+def _wait_and_run(modules) -> None:
     """Import what the workers' bundles need, wait for the environment of the worker to be, then be it."""
+    import importlib
     from apache_beam.runners.worker import sdk_worker_main
-    try:
-        import tensorflow_transform.beam  # noqa: F401 - the import this process exists to make early
-    except ImportError:                             # the bundle that needs it will say so, as it would have
-        pass
+    for module in modules:                          # the imports this process exists to make early
+        try:
+            importlib.import_module(module)
+        except ImportError:                         # the bundle that needs it will say so, as it would have
+            pass
     line = sys.stdin.buffer.readline()
     if not line.strip():                            # the pool closed, or the launcher is gone: never needed
         os._exit(0)
@@ -224,6 +227,6 @@ def _wait_and_run() -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == [WAIT_FLAG]:
-        _wait_and_run()
+    if sys.argv[1:2] == [WAIT_FLAG]:
+        _wait_and_run(sys.argv[2:])
     sys.exit(_run_as_client())
