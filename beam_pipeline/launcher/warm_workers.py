@@ -13,7 +13,8 @@ id), and the client waits for it and exits with its status. Without a waiting pr
 closed, or a process that died), the client becomes the SDK worker itself, as Beam would have started it.
 
 The processes are the same SDK harness with the same options, so every output byte is the same. A waiting
-process that the run never uses leaves when the pool closes its stdin, or when the launcher dies.
+process that the run never uses is stopped when the pool closes, and leaves by itself when the launcher dies (its
+stdin closes).
 """
 
 import json
@@ -128,8 +129,9 @@ class WarmPool:
                 return
 
     def close(self) -> None:
-        """No more clients; a process still waiting leaves (its stdin closed). Processes that serve the engine are
-        not waited for here: they end when the engine closes their control channel."""
+        """No more clients; a process still waiting is stopped (it holds nothing yet: a run that fails before its
+        engine starts does not wait for its imports). Processes that serve the engine are not waited for here: they
+        end when the engine closes their control channel."""
         try:
             self._server.shutdown(socket.SHUT_RDWR)     # wakes the accept() of the serving thread
         except OSError:
@@ -138,15 +140,12 @@ class WarmPool:
         with self._lock:
             waiting, self._waiting = self._waiting, []
         for process in waiting:
+            process.kill()
+            process.wait()
             try:
                 process.stdin.close()
             except OSError:
                 pass
-        for process in waiting:
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
         _LOG.debug("DirectRunner: %d of the %d worker processes started before the pipeline was built served it",
                    self.served, self.count)
         if self._previous is None:
