@@ -143,8 +143,12 @@ def warm_pool(options: PipelineOptions, statistics: bool):
     direct = options.view_as(DirectOptions)
     if direct.direct_running_mode != "multi_processing":
         return None
-    return warm_workers.WarmPool(direct.direct_num_workers or os.cpu_count() or 1,
-                                 warm_workers.STATISTICS_MODULES if statistics else ())
+    try:
+        return warm_workers.WarmPool(direct.direct_num_workers or os.cpu_count() or 1,
+                                     warm_workers.STATISTICS_MODULES if statistics else ())
+    except OSError as error:                 # no socket or process for it: the engine starts its workers, as Beam does
+        _LOG.debug("DirectRunner: no worker process started before the pipeline is built: %s", error)
+        return None
 
 
 def send_bundles_by_size() -> None:

@@ -26,11 +26,13 @@ import subprocess
 import sys
 import tempfile
 import threading
-from typing import List, Optional
+import uuid
+from typing import List, Optional, Tuple
 
 from beam_pipeline.stages.worker import SDK_WORKER_MAIN, WARM_WORKER_MAIN
 
 POOL_ENV = "BEAM_PIPELINE_WARM_POOL"      # the pool's socket, in the environment the engine gives each client
+ABSTRACT = "@"                            # POOL_ENV's mark of a name in Linux's abstract socket namespace
 WAIT_FLAG = "--wait"
 STATISTICS_MODULES = ("tensorflow_transform.beam",)   # what the statistics' bundles import (and TensorFlow with it)
 _WARM, _COLD = b"w", b"c"
@@ -51,6 +53,34 @@ def _receive(connection: socket.socket) -> Optional[bytes]:
     return _exactly(connection, struct.unpack("<I", header)[0])
 
 
+def _listening(count: int) -> Tuple[socket.socket, str, Optional[str]]:
+    """(the pool's listening socket, its address for POOL_ENV, the folder holding it or None). On Linux the socket
+    has a name in the abstract namespace: no file, and no limit from the length of TMPDIR (a socket's path must fit
+    in 108 bytes); elsewhere it is a file in a new temporary folder. Raises OSError when neither can be made."""
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    name = f"beam_pipeline_workers_{uuid.uuid4().hex}"
+    folder = None
+    try:
+        if sys.platform.startswith("linux"):
+            server.bind("\0" + name)
+            address = ABSTRACT + name
+        else:
+            folder = tempfile.mkdtemp(prefix="beam_pipeline_workers_")
+            address = os.path.join(folder, "pool.sock")
+            server.bind(address)
+        server.listen(max(count, 1) * 2)
+    except OSError:
+        server.close()
+        if folder is not None:
+            os.rmdir(folder)
+        raise
+    return server, address, folder
+
+
+def _connectable(address: str) -> str:
+    return "\0" + address[len(ABSTRACT):] if address.startswith(ABSTRACT) else address
+
+
 def _exactly(connection: socket.socket, size: int) -> Optional[bytes]:
     data = b""
     while len(data) < size:
@@ -69,15 +99,19 @@ class WarmPool:
     their clients ask for one on; sets POOL_ENV for the engine's workers while open."""
 
     def __init__(self, count: int, modules=STATISTICS_MODULES):
-        self._folder = tempfile.mkdtemp(prefix="beam_pipeline_workers_")
-        self.address = os.path.join(self._folder, "pool.sock")
-        self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._server.bind(self.address)
-        self._server.listen(max(count, 1) * 2)
+        self._server, self.address, self._folder = _listening(count)      # OSError: no pool (runners.warm_pool)
         self._lock = threading.Lock()
-        self._waiting: List[subprocess.Popen] = [
-            subprocess.Popen([sys.executable, "-m", WARM_WORKER_MAIN, WAIT_FLAG, *modules], stdin=subprocess.PIPE)
-            for _ in range(count)]
+        self._waiting: List[subprocess.Popen] = []
+        try:
+            for _ in range(count):
+                self._waiting.append(subprocess.Popen([sys.executable, "-m", WARM_WORKER_MAIN, WAIT_FLAG, *modules],
+                                                      stdin=subprocess.PIPE))
+        except OSError:
+            for process in self._waiting:
+                process.kill()
+                process.wait()
+            self._server.close()
+            raise
         self.count = count
         self.served = 0                          # clients given a waiting process
         self._previous = os.environ.get(POOL_ENV)
@@ -152,11 +186,12 @@ class WarmPool:
             os.environ.pop(POOL_ENV, None)
         else:
             os.environ[POOL_ENV] = self._previous
-        try:
-            os.unlink(self.address)
-            os.rmdir(self._folder)
-        except OSError:
-            pass
+        if self._folder is not None:
+            try:
+                os.unlink(self.address)
+                os.rmdir(self._folder)
+            except OSError:
+                pass
 
 
 def client_command() -> str:
@@ -187,7 +222,7 @@ def _run_as_client() -> int:
     if address:
         try:
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
-                connection.connect(address)
+                connection.connect(_connectable(address))
                 _send(connection, json.dumps(dict(os.environ)).encode())
                 if _receive(connection) == _WARM:
                     status = _receive(connection)
