@@ -119,12 +119,6 @@ class WarmPool:
         self._thread = threading.Thread(target=self._serve, name="warm_worker_pool", daemon=True)
         self._thread.start()
 
-    def __enter__(self) -> "WarmPool":
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self.close()
-
     def _take(self) -> Optional[subprocess.Popen]:
         with self._lock:
             while self._waiting:

@@ -148,24 +148,10 @@ class _ReadBucketFn(beam.DoFn):
 
 
 class _ThroughFiles(beam.PTransform):
-    def __init__(self, spec: ShuffleSpec):
-        super().__init__()
-        self._spec = spec
-
-    def expand(self, keyed):
-        return (keyed
-                | "WriteBuckets" >> beam.ParDo(_WriteBucketsFn(self._spec, uuid.uuid4().hex))
-                # (bucket, path of a file of this bundle's records in that bucket)
-                | "GroupFilesByBucket" >> beam.GroupByKey()
-                # (bucket, [path, ...])
-                | "ReadBuckets" >> beam.ParDo(_ReadBucketFn()))
-                # (key, Unpacked records)
-
-
-class _SeveralThroughFiles(beam.PTransform):
-    """Several keyed inputs into one files shuffle: each input is packed and written by the stage that makes it,
-    and only the files' paths are flattened. A Flatten of the records themselves would be a stage of its own on
-    Beam's DirectRunner engine, which holds every record crossing it in the launcher's memory (docs/scale.md)."""
+    """Keyed inputs (one, or several grouped together) into one files shuffle: each input is written by the stage
+    that makes it, and with several only the files' paths are flattened. A Flatten of the records themselves
+    would be a stage of its own on Beam's DirectRunner engine, which holds every record crossing it in the
+    launcher's memory (docs/scale.md)."""
 
     def __init__(self, spec: ShuffleSpec):
         super().__init__()
@@ -173,11 +159,14 @@ class _SeveralThroughFiles(beam.PTransform):
 
     def expand(self, inputs):
         name = uuid.uuid4().hex
-        written = tuple(packed_pairs | f"WriteBuckets{i}" >> beam.ParDo(_WriteBucketsFn(self._spec, name))
-                        for i, packed_pairs in enumerate(inputs))
-        # (bucket, path of a file of a bundle's records in that bucket), from each input's own stages
-        return (written
-                | "AllBucketFiles" >> beam.Flatten()
+        if len(inputs) == 1:
+            files = inputs[0] | "WriteBuckets" >> beam.ParDo(_WriteBucketsFn(self._spec, name))
+        else:
+            files = (tuple(keyed | f"WriteBuckets{i}" >> beam.ParDo(_WriteBucketsFn(self._spec, name))
+                           for i, keyed in enumerate(inputs))
+                     | "AllBucketFiles" >> beam.Flatten())
+        # (bucket, path of a file of a bundle's records in that bucket)
+        return (files
                 | "GroupFilesByBucket" >> beam.GroupByKey()
                 # (bucket, [path, ...])
                 | "ReadBuckets" >> beam.ParDo(_ReadBucketFn()))
@@ -224,18 +213,14 @@ class GroupPackedByKey(beam.PTransform):
         self._spec = spec
 
     def expand(self, keyed):
-        if isinstance(keyed, (tuple, list)):
-            packed_inputs = tuple(pcoll | f"Pack{i}" >> beam.Map(_pack_value) for i, pcoll in enumerate(keyed))
-            # (key, bytes) of each input
-            if self._spec.folder is not None:
-                return packed_inputs | "ThroughFiles" >> _SeveralThroughFiles(self._spec)
-            packed_pairs = packed_inputs | "AllInputs" >> beam.Flatten()
-        else:
-            packed_pairs = keyed | "Pack" >> beam.Map(_pack_value)
-        # (key, bytes)
+        several = isinstance(keyed, (tuple, list))
+        packed_inputs = (tuple(pcoll | f"Pack{i}" >> beam.Map(_pack_value) for i, pcoll in enumerate(keyed))
+                         if several else (keyed | "Pack" >> beam.Map(_pack_value),))
+        # (key, bytes) of each input
         if self._spec.folder is not None:
-            return packed_pairs | "ThroughFiles" >> _ThroughFiles(self._spec)
+            return packed_inputs | "ThroughFiles" >> _ThroughFiles(self._spec)
             # (key, Unpacked records)
+        packed_pairs = packed_inputs | "AllInputs" >> beam.Flatten() if several else packed_inputs[0]
         return (packed_pairs
                 | "Group" >> beam.GroupByKey()
                 # (key, [bytes, ...])
