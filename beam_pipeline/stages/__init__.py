@@ -10,3 +10,13 @@ cross a shuffle (packed, counted); ``counters`` the workers' counters and their 
 
 The stages import I/O and core, never the launcher or the report.
 """
+
+import os as _os
+import sys as _sys
+
+# tf.Transform works with Keras 2 only: it sets TF_USE_LEGACY_KERAS=1 itself, but once TensorFlow is imported, whose
+# own import has by then loaded Keras 3's optimizers for nothing (0.7 s and 40 MB in every process that computes
+# statistics: docs/benchmarks.md, Fast start). Set first, as tf.Transform asks, TensorFlow loads Keras 2's instead,
+# which tf.Transform imports anyway. A process that imported TensorFlow already keeps its Keras.
+if "tensorflow" not in _sys.modules:
+    _os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
