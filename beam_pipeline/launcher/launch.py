@@ -26,7 +26,7 @@ from beam_pipeline.launcher import runners
 from beam_pipeline.launcher.leakage import check_split_group_column
 from beam_pipeline.launcher.layouts import layout_split, resolve_layout
 from beam_pipeline.launcher.maps import load_maps
-from beam_pipeline.launcher.options import CorpusOptions, CorpusOptionsError, check_known_options
+from beam_pipeline.launcher.options import CorpusOptions, CorpusOptionsError, LaunchOptions, check_known_options
 from beam_pipeline.stages.specs import CLASS_FOLDERS, LAYOUT, LISTING, ShuffleSpec
 
 DEFAULT_HASH_SPLIT = "train=0.8,val=0.1,test=0.1"
@@ -49,7 +49,7 @@ def resolve(argv: List[str]) -> Launch:
     Beam's filesystems get the options first: outside a pipeline they have none, and the S3
     filesystem refuses to start without them (GCS takes its settings from the environment).
     """
-    options = PipelineOptions(argv)
+    options = LaunchOptions(argv)
     check_known_options(argv, options)
     FileSystems.set_options(options)
     config = to_config(options)

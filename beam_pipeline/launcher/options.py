@@ -30,6 +30,29 @@ def csv_list(text: str) -> Tuple[str, ...]:
     return tuple(part.strip() for part in text.split(",") if part.strip())
 
 
+class LaunchOptions(PipelineOptions):
+    """The command line's options, each view made once.
+
+    Beam asks the pipeline's options for a ``TypeOptions`` view twice for every transform it applies, and
+    ``PipelineOptions.view_as`` parses the whole command line again for each: about 0.5 s of a small run's
+    construction (docs/benchmarks.md, Fast start). A view holds no values of its own (it reads and writes the
+    options' shared ``_all_options``), so one view per class is the same as a new one each time. Copies and pickles
+    (``Pipeline`` deep-copies its options) leave the views behind and make their own.
+    """
+
+    def view_as(self, cls):
+        views = self.__dict__.setdefault("_views", {})
+        view = views.get(cls)
+        if view is None:
+            view = views[cls] = super().view_as(cls)
+        return view
+
+    def __getstate__(self):
+        state = dict(super().__getstate__())
+        state.pop("_views", None)
+        return state
+
+
 class CorpusOptions(PipelineOptions):
     """Options of ``python -m beam_pipeline``."""
 

@@ -32,6 +32,7 @@ from beam_pipeline.stages.discover import ReadCorpus
 from beam_pipeline.stages.publish import PublishOutputs, read_result
 from beam_pipeline.stages.rerun.reuse import KeepParentRecords, NameLostRecords
 from beam_pipeline.stages.select import SelectSubset
+from beam_pipeline.stages.signatures import cache_signatures
 from beam_pipeline.stages.validate import DeduplicatePairs, ValidatePairs
 from beam_pipeline.stages.leakage.drift import ProfileVersion
 from beam_pipeline.stages.leakage.group import GroupNearDuplicates
@@ -258,6 +259,7 @@ def _run_launched(launched, config) -> dict:
                                  config.on_damaged_parent)
         parent = parent and without_damaged(parent, checked.damage)
         try:
+            cache_signatures()       # Beam's checks of every DoFn, at construction and in the stages run here
             p = beam.Pipeline(runner=runners.runner(launched.options), options=launched.options)
             build_pipeline(p, config, launched.split, run_options, package_versions,
                            launch.temp_dir(launched.options, data_dir), data_dir, shuffle, cache_spec, parent,

@@ -1,4 +1,5 @@
-"""What this package does to the Beam SDK worker processes its DoFns run in: a quick exit, one report per error.
+"""What this package does to the Beam SDK worker processes its DoFns run in: a quick exit, one report per error,
+Beam's signatures read once (signatures.py).
 
 A worker that imported TensorFlow (the statistics' stages) spends seconds of CPU at exit tearing down
 modules and thread pools, after every bundle has been answered; the runner waits for it. Like the
@@ -42,6 +43,8 @@ def prepare_sdk_worker() -> None:
     _registered = True
     atexit.register(_exit_now)
     sys.stderr = HarnessTracebacksLeftOut(sys.stderr)
+    from beam_pipeline.stages.signatures import cache_signatures
+    cache_signatures()                  # the bundle processors still to be built ask Beam fewer questions
 
 
 HARNESS_FILE = "apache_beam/runners/worker/sdk_worker.py"

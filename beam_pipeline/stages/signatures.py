@@ -1,0 +1,59 @@
+"""Beam's function signatures, read once per function instead of once per question.
+
+Beam checks a DoFn's methods for state and timer parameters each time it builds a bundle's processor, and again for
+each transform at construction and translation: ``userstate.get_dofn_specs`` walks every method of the DoFn (its
+own and ``beam.DoFn``'s thirty) and asks ``inspect.signature`` of each, through ``typehints.decorators
+.get_signature``. A small run asks that about 76,000 times, about a tenth of README's first run (docs/benchmarks.md,
+Fast start).
+
+:func:`cache_signatures` makes Beam's ``get_signature`` remember its answer per function. The answer depends on
+the function alone: a bound method's signature is its function's without the first parameter, whatever the
+instance, so methods are remembered by their function, and every DoFn of a class shares one entry. Functions are
+held weakly, so a worker unpickling new DoFns for every bundle processor does not grow the cache. Other callables
+(builtins, partials, callable objects) are asked each time, as before. Signatures are immutable, so a remembered
+one is the same answer.
+
+It is installed in the launcher (construction, and the stages it runs in-process) and in SDK worker processes
+(``worker.prepare_sdk_worker``); anywhere else Beam runs as it ships. If this Beam has no such function, nothing
+is changed.
+"""
+
+import types
+import weakref
+
+
+def cache_signatures() -> None:
+    """Make Beam's ``get_signature`` remember its answer per function (once per process)."""
+    from apache_beam.transforms import core, ptransform, util
+    from apache_beam.typehints import decorators
+    original = getattr(decorators, "get_signature", None)
+    if original is None or hasattr(original, "beams"):         # none here, or remembering already
+        return
+    remembering = _remembering(original)
+    for module in (decorators, core, ptransform, util):
+        if getattr(module, "get_signature", None) is original:
+            module.get_signature = remembering
+
+
+def _remembering(get_signature):
+    remembered = weakref.WeakKeyDictionary()        # function -> {is a bound method: signature}
+
+    def get_signature_once(func):
+        if type(func) is types.MethodType:
+            function, bound = func.__func__, True
+        elif type(func) is types.FunctionType:
+            function, bound = func, False
+        else:
+            return get_signature(func)
+        if type(function) is not types.FunctionType:
+            return get_signature(func)
+        answers = remembered.get(function)
+        if answers is None:
+            answers = remembered[function] = {}
+        signature = answers.get(bound)
+        if signature is None:
+            signature = answers[bound] = get_signature(func)
+        return signature
+
+    get_signature_once.beams = get_signature        # Beam's own, for whoever must compare (tests)
+    return get_signature_once
