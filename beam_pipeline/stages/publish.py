@@ -29,6 +29,7 @@ from beam_pipeline.core.gates import COUNTS_GATE, first_refusal
 from beam_pipeline.core.manifest import CountsDoNotReconcile, build_manifest, count_outcomes, lineage_summary
 from beam_pipeline.core.records import FILTERED, Outcome, Refusal
 from beam_pipeline.io import files, streams
+from beam_pipeline.stages.signatures import AnyOutput
 from beam_pipeline.stages.specs import PublishSpec
 
 
@@ -95,7 +96,7 @@ def read_result(data_dir: str) -> dict:
     return files.read_json(pending)
 
 
-class FinalizeFn(beam.DoFn):
+class FinalizeFn(AnyOutput, beam.DoFn):
     """Runs once, after every other write: stats.json, the files table, then the pending manifest (or the refusal)."""
 
     def __init__(self, spec: PublishSpec, options: dict, package_versions: dict):

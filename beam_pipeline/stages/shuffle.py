@@ -33,6 +33,7 @@ from beam_pipeline.core.failures import write_failed
 from beam_pipeline.core.hashing import stable_hash
 from beam_pipeline.core.records import frame_packed, pack, read_framed, unpack
 from beam_pipeline.stages.counters import SHUFFLE
+from beam_pipeline.stages.signatures import AnyOutput
 from beam_pipeline.stages.specs import ShuffleSpec
 
 BUCKET_SALT = "shuffle"
@@ -68,7 +69,7 @@ def _unpack_values(element):
 # --------------------------------------------------------------------------
 # Through files
 # --------------------------------------------------------------------------
-class _WriteBucketsFn(beam.DoFn):
+class _WriteBucketsFn(AnyOutput, beam.DoFn):
     """``(key, bytes)`` -> nothing; at the bundle's end ``(bucket, path)`` of each file it wrote.
 
     Each bucket's records go to a file of this bundle's own (a new name per bundle, so a retried bundle

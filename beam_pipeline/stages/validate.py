@@ -31,6 +31,7 @@ from beam_pipeline.io import streams
 from beam_pipeline.io.cache import spill as spill_store, verdicts as verdict_store
 from beam_pipeline.stages import counters, pairs, worker
 from beam_pipeline.stages.shuffle import GroupPackedByKey
+from beam_pipeline.stages.signatures import AnyOutput
 from beam_pipeline.stages.specs import REJECTED_TAG, CacheSpec, CheckSpec, ShuffleSpec
 
 
@@ -43,7 +44,7 @@ def _bucket_of(ref: PairRef):
     return bucket_of(ref.key), ref
 
 
-class ValidateBucketFn(counters.CountingDoFn):
+class ValidateBucketFn(AnyOutput, counters.CountingDoFn):
     """(verdict bucket, [PairRef, ...]) -> ValidPair, a rejected Outcome with a reason code, and at the end
     of the bucket how its pairs were settled (CACHE_TAG).
 

@@ -1,7 +1,8 @@
 """What the launcher changes in how Beam answers itself, and that the answers stay Beam's.
 
 ``LaunchOptions`` makes each view of the command line's options once (launcher/options.py);
-``cache_signatures`` makes Beam's ``get_signature`` remember its answer per function (stages/signatures.py). Both
+``cache_signatures`` makes Beam's ``get_signature`` remember its answer per function, and ``AnyOutput`` DoFns say
+the output type Beam would infer (stages/signatures.py). Both
 are checked against Beam's own behaviour on real Beam objects: the same values through every view, copies and
 pickles; the same signatures and the same DoFn specs (state and timer parameters found, bad ones refused) as
 Beam's unremembered function.
@@ -19,10 +20,14 @@ from apache_beam.coders import VarIntCoder
 from apache_beam.options.pipeline_options import DirectOptions, StandardOptions, TypeOptions
 from apache_beam.transforms import core, ptransform, userstate, util
 from apache_beam.transforms.timeutil import TimeDomain
+from apache_beam import typehints
 from apache_beam.typehints import decorators
 
 from beam_pipeline.launcher.options import LaunchOptions
 from beam_pipeline.stages import signatures
+from beam_pipeline.stages.publish import FinalizeFn
+from beam_pipeline.stages.shuffle import _WriteBucketsFn
+from beam_pipeline.stages.validate import ValidateBucketFn
 
 MODULES = (decorators, core, ptransform, util)     # where Beam's get_signature is named
 
@@ -147,3 +152,11 @@ def test_functions_are_held_weakly(remembering):
     del made_for_a_bundle
     gc.collect()
     assert gone() is None
+
+
+@pytest.mark.parametrize("dofn_class", [ValidateBucketFn, _WriteBucketsFn, FinalizeFn], ids=lambda cls: cls.__name__)
+def test_dofns_saying_any_output_are_what_beam_infers(dofn_class):
+    dofn = object.__new__(dofn_class)                # inference reads the bytecode, not the instance
+    for input_type in (typehints.Any, typehints.Tuple[int, typehints.Any]):
+        assert beam.DoFn.infer_output_type(dofn, input_type) == typehints.Any
+        assert dofn.infer_output_type(input_type) == typehints.Any
