@@ -132,7 +132,8 @@ def build_pipeline(p: beam.Pipeline, config: CorpusConfig, split_spec: SplitSpec
     # Refusal when discovered != filtered + rejected + valid: inputs lost before writing (a bug)
     if config.compute_stats:
         from beam_pipeline.stages.stats import ComputeStats  # TensorFlow is imported only when it is needed.
-        stats, transform_written = unique | "ComputeStats" >> ComputeStats(config.stats_spec(data_dir), temp_dir)
+        stats, transform_written = unique | runners.STATISTICS_STEP >> ComputeStats(config.stats_spec(data_dir),
+                                                                                  temp_dir)
         # stats dict (train split, from tf.Transform) | paths of the written transform output
     else:
         stats = p | "NoStats" >> beam.Create([{}])
@@ -230,7 +231,7 @@ def run(argv: Optional[List[str]] = None) -> dict:
     launch.check_output(config)
     runners.apply_runner_defaults(argv, launched.options, config)
     runners.apply_worker_log_options(argv, launched.options)
-    pool = runners.warm_pool(launched.options, config.compute_stats)   # workers importing while it is built
+    pool = runners.warm_pool(launched.options)   # workers importing while it is built
     try:
         return _run_launched(launched, config)
     finally:

@@ -25,6 +25,8 @@ from beam_pipeline.stages.leakage.components import ROUNDS
 from beam_pipeline.stages.specs import CLASS_FOLDERS, LISTING
 
 _LOG = logging.getLogger(__name__)
+STATISTICS_STEP = "ComputeStats"            # the pipeline's tf.Transform step: run by the launcher on the DirectRunner
+LAUNCHER_ENVIRONMENT = "beam_pipeline_launcher"
 
 
 def apply_runner_defaults(argv: List[str], options: PipelineOptions, config: CorpusConfig) -> None:
@@ -123,29 +125,58 @@ def runner(options: PipelineOptions):
     encoded = JobServiceHandle.encode_pipeline_options(options.get_all_options())
 
     class Runner(FnApiRunner):
-        """FnApiRunner, whose SDK worker processes are the launcher's waiting ones while a WarmPool is open."""
+        """FnApiRunner, whose SDK worker processes are the launcher's waiting ones while a WarmPool is open, and
+        which runs the statistics' steps in the launcher's process."""
 
         def run_via_runner_api(self, pipeline_proto, options=None):
             if os.environ.get(warm_workers.POOL_ENV):
                 warm_workers.with_client_command(pipeline_proto)
+            moved = statistics_in_the_launcher(pipeline_proto)
+            if moved:
+                _LOG.debug("DirectRunner: %d transforms of %s run in the launcher's process", moved, STATISTICS_STEP)
             return super().run_via_runner_api(pipeline_proto, options)
 
     return Runner(provision_info=fn_runner.ExtendedProvisionInfo(
         beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded)))
 
 
-def warm_pool(options: PipelineOptions, statistics: bool):
-    """The DirectRunner's SDK worker processes, started now to import while the pipeline is built (tf.Transform
-    only for a run with ``statistics``: launcher/warm_workers.py); None where the run starts no worker process
-    here."""
+def statistics_in_the_launcher(pipeline_proto) -> int:
+    """The transforms of the statistics' step (``STATISTICS_STEP``) that would run in SDK worker processes get an
+    environment of the launcher's own process instead (in place); returns how many.
+
+    The launcher has imported tf.Transform and TensorFlow to build the pipeline; on worker processes, each worker
+    imported them again for the statistics' bundles, 2.4 s of CPU and about 300 MB each, while three processes
+    competed for two cores at the start of the run (docs/benchmarks.md, Fast start). Beam's engine runs the stages
+    of an embedded environment in the process that runs the pipeline; it fuses only transforms of one environment
+    together, and passes the elements between them as between any two stages. The other runners are not
+    concerned: this is the DirectRunner's engine only.
+    """
+    from apache_beam.portability import python_urns
+    components = pipeline_proto.components
+    moved = [transform for transform in components.transforms.values()
+             if transform.unique_name.startswith(STATISTICS_STEP + "/") and transform.environment_id
+             and components.environments[transform.environment_id].urn == python_urns.SUBPROCESS_SDK]
+    if moved:
+        launcher = components.environments[LAUNCHER_ENVIRONMENT]
+        launcher.urn = python_urns.EMBEDDED_PYTHON
+        worker = components.environments[moved[0].environment_id]
+        launcher.capabilities[:] = worker.capabilities
+        launcher.dependencies.extend(worker.dependencies)
+        for transform in moved:
+            transform.environment_id = LAUNCHER_ENVIRONMENT
+    return len(moved)
+
+
+def warm_pool(options: PipelineOptions):
+    """The DirectRunner's SDK worker processes, started now to import while the pipeline is built
+    (launcher/warm_workers.py); None where the run starts no worker process here."""
     if not is_direct(options):
         return None
     direct = options.view_as(DirectOptions)
     if direct.direct_running_mode != "multi_processing":
         return None
     try:
-        return warm_workers.WarmPool(direct.direct_num_workers or os.cpu_count() or 1,
-                                     warm_workers.STATISTICS_MODULES if statistics else ())
+        return warm_workers.WarmPool(direct.direct_num_workers or os.cpu_count() or 1)
     except OSError as error:                 # no socket or process for it: the engine starts its workers, as Beam does
         _LOG.debug("DirectRunner: no worker process started before the pipeline is built: %s", error)
         return None

@@ -2,15 +2,16 @@
 
 On the DirectRunner with worker processes (``--direct_running_mode multi_processing``), Beam's engine starts
 each SDK worker as ``python -m apache_beam.runners.worker.sdk_worker_main`` once the pipeline is built and
-translated; the first bundle that needs tf.Transform then imports it, and TensorFlow with it, in that worker:
-seconds of CPU in each worker, after the launcher spent as many seconds building the pipeline on one core
-(docs/benchmarks.md, "Fast start"). Here the launcher starts the worker processes as soon as it has chosen
-them (:class:`WarmPool`): each imports the SDK harness, and tf.Transform when the run computes statistics, then
-waits on its stdin. The engine's command for a worker becomes ``python -m beam_pipeline.launcher.warm_workers``
-(the *client*, a process that imports nothing heavy): it asks the launcher's pool for a waiting process over a socket, the pool hands that
-process the environment the engine gave the client (control and logging addresses, pipeline options, worker
-id), and the client waits for it and exits with its status. Without a waiting process (all taken, the pool
-closed, or a process that died), the client becomes the SDK worker itself, as Beam would have started it.
+translated, a few seconds in which one of the two cores is idle (docs/benchmarks.md, "Fast start"). Here the
+launcher starts the worker processes as soon as it has chosen them (:class:`WarmPool`): each imports the SDK
+harness (and any ``modules`` it is given), then waits on its stdin. They never import tf.Transform or TensorFlow:
+the statistics' steps run in the launcher's own process, which imported both to build the pipeline
+(runners.statistics_in_the_launcher). The engine's command for a worker becomes ``python -m
+beam_pipeline.launcher.warm_workers`` (the *client*, a process that imports nothing heavy): it asks the launcher's
+pool for a waiting process over a socket, the pool hands that process the environment the engine gave the client
+(control and logging addresses, pipeline options, worker id), and the client waits for it and exits with its
+status. Without a waiting process (all taken, the pool closed, or a process that died), the client becomes the SDK
+worker itself, as Beam would have started it.
 
 The processes are the same SDK harness with the same options, so every output byte is the same. A waiting
 process that the run never uses is stopped when the pool closes, and leaves by itself when the launcher dies (its
@@ -34,7 +35,6 @@ from beam_pipeline.stages.worker import SDK_WORKER_MAIN, WARM_WORKER_MAIN
 POOL_ENV = "BEAM_PIPELINE_WARM_POOL"      # the pool's socket, in the environment the engine gives each client
 ABSTRACT = "@"                            # POOL_ENV's mark of a name in Linux's abstract socket namespace
 WAIT_FLAG = "--wait"
-STATISTICS_MODULES = ("tensorflow_transform.beam",)   # what the statistics' bundles import (and TensorFlow with it)
 _WARM, _COLD = b"w", b"c"
 _LOG = logging.getLogger(__name__)
 
@@ -98,7 +98,7 @@ class WarmPool:
     """``count`` waiting worker processes, each having imported ``modules`` beside the SDK harness, and the socket
     their clients ask for one on; sets POOL_ENV for the engine's workers while open."""
 
-    def __init__(self, count: int, modules=STATISTICS_MODULES):
+    def __init__(self, count: int, modules=()):
         self._server, self.address, self._folder = _listening(count)      # OSError: no pool (runners.warm_pool)
         self._lock = threading.Lock()
         self._waiting: List[subprocess.Popen] = []
@@ -251,7 +251,7 @@ def _wait_and_run(modules) -> None:
         os._exit(1)
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(0)                                     # no teardown of TensorFlow's modules (stages/worker.py)
+    os._exit(0)                                     # no interpreter teardown, as stages/worker.py
 
 
 if __name__ == "__main__":

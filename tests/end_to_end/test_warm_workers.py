@@ -1,7 +1,8 @@
 """The DirectRunner's SDK worker processes, started before the pipeline is built (launcher/warm_workers.py).
 
-A run on worker processes takes the launcher's waiting processes for its workers and publishes the same bytes as
-the run in the launcher's own process; waiting processes that no run takes leave when the pool closes, and when
+A run on worker processes takes the launcher's waiting processes for its workers, none of which imports TensorFlow
+(the statistics run in the launcher: runners.statistics_in_the_launcher), and publishes the same bytes as the run in
+the launcher's own process; waiting processes that no run takes leave when the pool closes, and when
 the launcher is killed; a worker command with no pool to ask is Beam's own SDK worker.
 """
 
@@ -40,20 +41,46 @@ def until_none_left(marker: str, seconds: float = 30.0):
     return processes_with(marker)
 
 
+# Imported by every Python process started with this folder on PYTHONPATH: a worker process (the client, a waiting
+# process, Beam's own worker) that imports TensorFlow leaves a file named by its pid in TENSORFLOW_IMPORTS.
+WATCH_TENSORFLOW = """
+import os, sys
+_command = open("/proc/self/cmdline", "rb").read().split(b"\\0")
+if any(name in _command for name in (b"beam_pipeline.launcher.warm_workers", b"apache_beam.runners.worker.sdk_worker_main")):
+    _marks = os.environ["TENSORFLOW_IMPORTS"]
+
+    class _WatchTensorFlow:
+        def find_spec(self, name, path=None, target=None):
+            if name == "tensorflow":
+                with open(os.path.join(_marks, str(os.getpid())), "w") as mark:
+                    mark.write(" ".join(part.decode() for part in _command))
+            return None
+
+    sys.meta_path.insert(0, _WatchTensorFlow())
+"""
+
+
 def test_a_run_on_worker_processes_started_before_its_build_publishes_what_the_launcher_alone_does(
         segmentation_run, corpus_dir, tmp_path):
-    """Two worker processes, started while the pipeline was built, serve the run (the debug line counts them), the
-    version is byte for byte the default engine's, and no process of the run outlives it."""
+    """Two worker processes, started while the pipeline was built, serve the run (the debug line counts them) and
+    never import TensorFlow (the statistics' steps run in the launcher), the version is byte for byte the default
+    engine's, and no process of the run outlives it."""
     expected_dir, _ = segmentation_run
-    temporary = tmp_path / "tmp"
-    temporary.mkdir()
+    temporary, watch, marks = tmp_path / "tmp", tmp_path / "watch", tmp_path / "tensorflow_imports"
+    for folder in (temporary, watch, marks):
+        folder.mkdir()
+    (watch / "sitecustomize.py").write_text(WATCH_TENSORFLOW)
+    python_path = os.pathsep.join(filter(None, [str(watch), os.environ.get("PYTHONPATH")]))
     completed = subprocess.run(
         [sys.executable, "-m", "beam_pipeline", "--input", str(corpus_dir / "segmentation" / "manifest.csv"),
          "--num_classes", str(NUM_CLASSES), "--target_shard_bytes", "4000000", "--output", str(tmp_path / "out"),
          "--direct_running_mode", "multi_processing", "--direct_num_workers", "2", "--log_level", "debug"],
-        cwd=ROOT, capture_output=True, text=True, timeout=900, env=dict(os.environ, TMPDIR=str(temporary)))
+        cwd=ROOT, capture_output=True, text=True, timeout=900,
+        env=dict(os.environ, TMPDIR=str(temporary), PYTHONPATH=python_path, TENSORFLOW_IMPORTS=str(marks)))
     assert completed.returncode == 0, completed.stderr[-5000:]
     assert "2 of the 2 worker processes started before the pipeline was built served it" in completed.stderr
+    assert {mark.name: mark.read_text() for mark in marks.iterdir()} == {}
+    assert "transforms of ComputeStats run in the launcher's process" in completed.stderr
     assert_same_outputs(expected_dir, tmp_path / "out")
     assert until_none_left(str(temporary)) == []
     assert list(temporary.glob("beam_pipeline_workers_*")) == []
