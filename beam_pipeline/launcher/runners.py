@@ -145,7 +145,7 @@ def statistics_in_the_launcher(pipeline_proto) -> int:
     environment of the launcher's own process instead (in place); returns how many.
 
     The launcher has imported tf.Transform and TensorFlow to build the pipeline; on worker processes, each worker
-    imported them again for the statistics' bundles, 2.4 s of CPU and about 300 MB each, while three processes
+    imported them again for the statistics' bundles, 2.4 s of CPU and about 600 MB each, while three processes
     competed for two cores at the start of the run (docs/benchmarks.md, Fast start). Beam's engine runs the stages
     of an embedded environment in the process that runs the pipeline; it fuses only transforms of one environment
     together, and passes the elements between them as between any two stages. The other runners are not

@@ -14,13 +14,13 @@ held weakly, so a worker unpickling new DoFns for every bundle processor does no
 one is the same answer.
 
 :class:`AnyOutput` is the same for one question of construction: the type of a DoFn's outputs, which Beam infers
-from the bytecode of its ``process`` and of every function that calls (``trivial_inference``, 0.1 s for the
+from the bytecode of its ``process`` and of every function it calls (``trivial_inference``, 0.1 s for the
 largest of ours). A DoFn whose answer is ``Any`` anyway (outputs of several kinds) says so at once; the PCollection's
 type, and so its coder, is the one Beam would have inferred.
 
-``cache_signatures`` is installed in the launcher (construction, and the stages it runs in-process) and in SDK worker processes
-(``worker.prepare_sdk_worker``); anywhere else Beam runs as it ships. If this Beam has no such function, nothing
-is changed.
+``cache_signatures`` is installed in the launcher (construction, and the stages it runs in-process) and in SDK
+worker processes (``worker.prepare_sdk_worker``); anywhere else Beam runs as it ships. If this Beam has no such
+function, nothing is changed.
 """
 
 import types

@@ -1,9 +1,9 @@
 """What this package does to the Beam SDK worker processes its DoFns run in: a quick exit, one report per error,
 Beam's signatures read once (signatures.py).
 
-A worker that imported TensorFlow (the statistics' stages) spends seconds of CPU at exit tearing down
-modules and thread pools, after every bundle has been answered; the runner waits for it. Like the
-command line (``beam_pipeline.__main__.exit_now``), an SDK worker whose harness returned normally
+A worker that imported TensorFlow (the statistics' stages, where the runner's workers run them) spends seconds
+of CPU at exit tearing down modules and thread pools, after every bundle has been answered; the runner waits for
+it. Like the command line (``beam_pipeline.__main__.exit_now``), an SDK worker whose harness returned normally
 leaves with ``os._exit(0)`` instead. A worker that dies of an uncaught exception exits as before, with
 its traceback and exit status.
 

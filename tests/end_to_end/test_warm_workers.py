@@ -46,7 +46,8 @@ def until_none_left(marker: str, seconds: float = 30.0):
 WATCH_TENSORFLOW = """
 import os, sys
 _command = open("/proc/self/cmdline", "rb").read().split(b"\\0")
-if any(name in _command for name in (b"beam_pipeline.launcher.warm_workers", b"apache_beam.runners.worker.sdk_worker_main")):
+_WORKERS = (b"beam_pipeline.launcher.warm_workers", b"apache_beam.runners.worker.sdk_worker_main")
+if any(name in _command for name in _WORKERS):
     _marks = os.environ["TENSORFLOW_IMPORTS"]
 
     class _WatchTensorFlow:
