@@ -4,7 +4,7 @@ On the DirectRunner with worker processes (``--direct_running_mode multi_process
 each SDK worker as ``python -m apache_beam.runners.worker.sdk_worker_main`` once the pipeline is built and
 translated, a few seconds in which one of the two cores is idle (docs/benchmarks.md, "Fast start"). Here the
 launcher starts the worker processes as soon as it has chosen them (:class:`WarmPool`): each imports the SDK
-harness (and any ``modules`` it is given), then waits on its stdin. They never import tf.Transform or TensorFlow:
+harness, then waits on its stdin. They never import tf.Transform or TensorFlow:
 the statistics' steps run in the launcher's own process, which imported both to build the pipeline
 (runners.statistics_in_the_launcher). The engine's command for a worker becomes ``python -m
 beam_pipeline.launcher.warm_workers`` (the *client*, a process that imports nothing heavy): it asks the launcher's
@@ -95,16 +95,16 @@ def _exactly(connection: socket.socket, size: int) -> Optional[bytes]:
 # The launcher's side
 # --------------------------------------------------------------------------
 class WarmPool:
-    """``count`` waiting worker processes, each having imported ``modules`` beside the SDK harness, and the socket
+    """``count`` waiting worker processes, each having imported the SDK harness, and the socket
     their clients ask for one on; sets POOL_ENV for the engine's workers while open."""
 
-    def __init__(self, count: int, modules=()):
+    def __init__(self, count: int):
         self._server, self.address, self._folder = _listening(count)      # OSError: no pool (runners.warm_pool)
         self._lock = threading.Lock()
         self._waiting: List[subprocess.Popen] = []
         try:
             for _ in range(count):
-                self._waiting.append(subprocess.Popen([sys.executable, "-m", WARM_WORKER_MAIN, WAIT_FLAG, *modules],
+                self._waiting.append(subprocess.Popen([sys.executable, "-m", WARM_WORKER_MAIN, WAIT_FLAG],
                                                       stdin=subprocess.PIPE))
         except OSError:
             for process in self._waiting:
@@ -227,15 +227,9 @@ def _run_as_client() -> int:
     return 1                                        # not reached
 
 
-def _wait_and_run(modules) -> None:
-    """Import what the workers' bundles need, wait for the environment of the worker to be, then be it."""
-    import importlib
-    from apache_beam.runners.worker import sdk_worker_main
-    for module in modules:                          # the imports this process exists to make early
-        try:
-            importlib.import_module(module)
-        except ImportError:                         # the bundle that needs it will say so, as it would have
-            pass
+def _wait_and_run() -> None:
+    """Import the SDK harness, wait for the environment of the worker to be, then be it."""
+    from apache_beam.runners.worker import sdk_worker_main     # the import this process exists to make early
     line = sys.stdin.buffer.readline()
     if not line.strip():                            # the pool closed, or the launcher is gone: never needed
         os._exit(0)
@@ -256,5 +250,5 @@ def _wait_and_run(modules) -> None:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == [WAIT_FLAG]:
-        _wait_and_run(sys.argv[2:])
+        _wait_and_run()
     sys.exit(_run_as_client())
