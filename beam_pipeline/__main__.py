@@ -11,6 +11,15 @@ from beam_pipeline import console
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     console.configure(console.level_from_argv(argv))       # before Beam and TensorFlow are imported
+    from beam_pipeline.launcher import memory
+    memory.defer_collections()              # until the pipeline is built (launcher/memory.py)
+    try:
+        return _run_and_report(argv)
+    finally:
+        memory.resume_collections()
+
+
+def _run_and_report(argv) -> int:
     from beam_pipeline.launcher.options import CorpusOptionsError, help_parser
     if any(arg in ("-h", "--help") for arg in argv):
         help_parser().print_help()

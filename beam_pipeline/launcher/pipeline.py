@@ -17,7 +17,7 @@ from beam_pipeline.core.masks.report import border_warnings, edge_tally
 from beam_pipeline.core.rerun.versions import ParentSpec
 from beam_pipeline.core.selection import SplitSpec
 from beam_pipeline.io import stores
-from beam_pipeline.launcher import launch, runners, watch
+from beam_pipeline.launcher import launch, memory, runners, watch
 from beam_pipeline.launcher.rerun.cache import claim_cache, collect_cache
 from beam_pipeline.launcher.rerun.parent import checked_parent, without_damaged
 from beam_pipeline.launcher.commit import OutputRun
@@ -227,7 +227,8 @@ def run(argv: Optional[List[str]] = None) -> dict:
     config = launched.config
     if launched.plan_sample is not None:
         from beam_pipeline.launcher.plan import make_plan
-        return {"plan": make_plan(config, launched.split, launched.plan_sample)}
+        with memory.frozen_for_the_run():
+            return {"plan": make_plan(config, launched.split, launched.plan_sample)}
     launch.check_output(config)
     runners.apply_runner_defaults(argv, launched.options, config)
     runners.apply_worker_log_options(argv, launched.options)
@@ -267,7 +268,8 @@ def _run_launched(launched, config) -> dict:
                            rewritten, leakage_spec(config, launched.split, output_run.previous, data_dir,
                                                      runners.component_rounds),
                            drift_spec(config, output_run.previous))
-            result = watch.run_and_watch(p, launched.options)     # a progress bar, lines, or where to watch
+            with memory.frozen_for_the_run():                      # what is built so far: never scanned again
+                result = watch.run_and_watch(p, launched.options)  # a progress bar, lines, or where to watch
             pending = read_result(data_dir)
             pending["warnings"] = list(pending.get("warnings") or []) + _border_warnings(config, pending)
             timing = {"started": output_run.started, "pipeline_seconds": round(time.monotonic() - started, 1)}
