@@ -229,6 +229,8 @@ def _run_as_client() -> int:
 
 def _wait_and_run() -> None:
     """Import the SDK harness, wait for the environment of the worker to be, then be it."""
+    from beam_pipeline.launcher import memory
+    memory.defer_collections()                                 # no collection scans the harness as it imports
     from apache_beam.runners.worker import sdk_worker_main     # the import this process exists to make early
     line = sys.stdin.buffer.readline()
     if not line.strip():                            # the pool closed, or the launcher is gone: never needed
@@ -237,7 +239,8 @@ def _wait_and_run() -> None:
     os.environ.clear()
     os.environ.update(environment)
     try:
-        sdk_worker_main.main([])
+        with memory.frozen_for_the_run():                      # the harness's modules frozen, the collector on
+            sdk_worker_main.main([])
     except BaseException:  # noqa: BLE001 - a harness that failed exits as sdk_worker_main would, with its traceback
         import traceback
         traceback.print_exc()

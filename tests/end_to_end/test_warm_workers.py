@@ -42,10 +42,22 @@ def until_none_left(marker: str, seconds: float = 30.0):
 
 
 # Imported by every Python process started with this folder on PYTHONPATH: a worker process (the client, a waiting
-# process, Beam's own worker) that imports TensorFlow leaves a file named by its pid in TENSORFLOW_IMPORTS.
+# process, Beam's own worker) that imports TensorFlow leaves a file named by its pid in TENSORFLOW_IMPORTS; a
+# waiting process notes each garbage collection it makes, with how many objects were frozen then and whether it
+# had imported the SDK harness yet, in COLLECTIONS/<pid>.
 WATCH_TENSORFLOW = """
-import os, sys
+import gc, os, sys
 _command = open("/proc/self/cmdline", "rb").read().split(b"\\0")
+if b"--wait" in _command:
+    _notes = os.path.join(os.environ["COLLECTIONS"], str(os.getpid()))
+
+    def _note(phase, info):
+        if phase == "stop":
+            harness = "apache_beam.runners.worker.sdk_worker_main" in sys.modules
+            with open(_notes, "a") as notes:
+                notes.write(f"{gc.get_freeze_count()} {int(harness)}\\n")
+
+    gc.callbacks.append(_note)
 _WORKERS = (b"beam_pipeline.launcher.warm_workers", b"apache_beam.runners.worker.sdk_worker_main")
 if any(name in _command for name in _WORKERS):
     _marks = os.environ["TENSORFLOW_IMPORTS"]
@@ -63,12 +75,14 @@ if any(name in _command for name in _WORKERS):
 
 def test_a_run_on_worker_processes_started_before_its_build_publishes_what_the_launcher_alone_does(
         segmentation_run, corpus_dir, tmp_path):
-    """Two worker processes, started while the pipeline was built, serve the run (the debug line counts them) and
-    never import TensorFlow (the statistics' steps run in the launcher), the version is byte for byte the default
-    engine's, and no process of the run outlives it."""
+    """Two worker processes, started while the pipeline was built, serve the run (the debug line counts them),
+    never import TensorFlow (the statistics' steps run in the launcher) and make no garbage collection while they
+    import the SDK harness (launcher/memory.py: it is frozen once imported, and the run's own garbage collected);
+    the version is byte for byte the default engine's, and no process of the run outlives it."""
     expected_dir, _ = segmentation_run
     temporary, watch, marks = tmp_path / "tmp", tmp_path / "watch", tmp_path / "tensorflow_imports"
-    for folder in (temporary, watch, marks):
+    collections = tmp_path / "collections"
+    for folder in (temporary, watch, marks, collections):
         folder.mkdir()
     (watch / "sitecustomize.py").write_text(WATCH_TENSORFLOW)
     python_path = os.pathsep.join(filter(None, [str(watch), os.environ.get("PYTHONPATH")]))
@@ -77,10 +91,16 @@ def test_a_run_on_worker_processes_started_before_its_build_publishes_what_the_l
          "--num_classes", str(NUM_CLASSES), "--target_shard_bytes", "4000000", "--output", str(tmp_path / "out"),
          "--direct_running_mode", "multi_processing", "--direct_num_workers", "2", "--log_level", "debug"],
         cwd=ROOT, capture_output=True, text=True, timeout=900,
-        env=dict(os.environ, TMPDIR=str(temporary), PYTHONPATH=python_path, TENSORFLOW_IMPORTS=str(marks)))
+        env=dict(os.environ, TMPDIR=str(temporary), PYTHONPATH=python_path, TENSORFLOW_IMPORTS=str(marks),
+                 COLLECTIONS=str(collections)))
     assert completed.returncode == 0, completed.stderr[-5000:]
     assert "2 of the 2 worker processes started before the pipeline was built served it" in completed.stderr
     assert {mark.name: mark.read_text() for mark in marks.iterdir()} == {}
+    served = {notes.name: [tuple(map(int, line.split())) for line in notes.read_text().splitlines()]
+              for notes in collections.iterdir()}
+    served = {pid: [frozen for frozen, harness in made if harness] for pid, made in served.items()}
+    assert len([pid for pid, made in served.items() if made]) == 2, served    # both ran bundles, and collected
+    assert all(frozen > 10_000 for made in served.values() for frozen in made), served
     assert "transforms of ComputeStats run in the launcher's process" in completed.stderr
     assert_same_outputs(expected_dir, tmp_path / "out")
     assert until_none_left(str(temporary)) == []
