@@ -268,14 +268,14 @@ def _run_launched(launched, config) -> dict:
                            rewritten, leakage_spec(config, launched.split, output_run.previous, data_dir,
                                                      runners.component_rounds),
                            drift_spec(config, output_run.previous))
-            with memory.frozen_for_the_run():                      # what is built so far: never scanned again
-                result = watch.run_and_watch(p, launched.options)  # a progress bar, lines, or where to watch
-            pending = read_result(data_dir)
-            pending["warnings"] = list(pending.get("warnings") or []) + _border_warnings(config, pending)
-            timing = {"started": output_run.started, "pipeline_seconds": round(time.monotonic() - started, 1)}
-            manifest = output_run.commit(pending, timing, checked.lineage() if parent else {})
-            if cache_spec.folder:
-                collect_cache(config.cache_root, cache_spec)
+            with memory.frozen_for_the_run():          # what is built so far never scanned again, up to the commit
+                result = watch.run_and_watch(p, launched.options)     # a progress bar, lines, or where to watch
+                pending = read_result(data_dir)
+                pending["warnings"] = list(pending.get("warnings") or []) + _border_warnings(config, pending)
+                timing = {"started": output_run.started, "pipeline_seconds": round(time.monotonic() - started, 1)}
+                manifest = output_run.commit(pending, timing, checked.lineage() if parent else {})
+                if cache_spec.folder:
+                    collect_cache(config.cache_root, cache_spec)
         except Exception as error:  # noqa: BLE001 - only failed writes are reworded; anything else is raised as is
             described = describe_failure(str(error), step_files(data_dir), written_under=config.output)
             if described is None:
