@@ -74,7 +74,7 @@ def build_pipeline(p: beam.Pipeline, config: CorpusConfig, split_spec: SplitSpec
                    package_versions: dict, temp_dir: str, data_dir: str, shuffle: ShuffleSpec = ShuffleSpec(),
                    cache: CacheSpec = CacheSpec(), parent: Optional[ParentSpec] = None,
                    rewritten: Optional[str] = None, leakage: Optional[LeakageSpec] = None,
-                   drift: Optional[DriftSpec] = None):
+                   drift: Optional[DriftSpec] = None, validation_threads: int = 1):
     """Add every step to ``p``, writing into ``data_dir`` (the run's version folder, core/layout.py);
     records cross the shuffles as ``shuffle`` says (stages/shuffle.py), verdicts are reused from and
     kept in ``cache`` (docs/cache.md), and the records of ``parent`` (the published version's shards, those found
@@ -82,6 +82,7 @@ def build_pipeline(p: beam.Pipeline, config: CorpusConfig, split_spec: SplitSpec
     (docs/incremental.md); ``rewritten``: why there is no parent to keep from. ``leakage``: near duplicates and
     split groups, whose components are put into one split after validation, and ``drift``, the comparison with the
     parent version (docs/leakage.md); None: neither (--near_duplicates off without --split_group).
+    ``validation_threads``: pairs a worker reads and checks at once (launcher/runners.py validation_threads).
 
     Returns the PCollection holding the pending manifest's path (beam_pipeline/stages/publish.py).
     """
@@ -99,7 +100,7 @@ def build_pipeline(p: beam.Pipeline, config: CorpusConfig, split_spec: SplitSpec
         selected_count = selected | "CountSelected" >> beam.combiners.Count.Globally()
         # int: the selected pairs, which the shards of --spill auto are kept room for
     valid, invalid, settled = selected | "ValidatePairs" >> ValidatePairs(config.check_spec(), cache, shuffle,
-                                                                          selected_count)
+                                                                          selected_count, validation_threads)
     # ValidPair | rejected Outcome | (how, n): pairs validated afresh, reused from the cache, reused after a hash
     unique, duplicates = valid | "DeduplicatePairs" >> DeduplicatePairs(shuffle)
     # ValidPair (one per content) | duplicate Outcome
@@ -267,7 +268,7 @@ def _run_launched(launched, config) -> dict:
                            launch.temp_dir(launched.options, data_dir), data_dir, shuffle, cache_spec, parent,
                            rewritten, leakage_spec(config, launched.split, output_run.previous, data_dir,
                                                      runners.component_rounds),
-                           drift_spec(config, output_run.previous))
+                           drift_spec(config, output_run.previous), runners.validation_threads(launched.options))
             with memory.frozen_for_the_run():          # what is built so far never scanned again, up to the commit
                 result = watch.run_and_watch(p, launched.options)     # a progress bar, lines, or where to watch
                 pending = read_result(data_dir)

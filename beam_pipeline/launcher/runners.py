@@ -167,6 +167,20 @@ def statistics_in_the_launcher(pipeline_proto) -> int:
     return len(moved)
 
 
+def validation_threads(options: PipelineOptions) -> int:
+    """Threads that read and check pairs side by side (stages/validate.py): one per core where the DirectRunner
+    runs the whole job in this process with one worker (``in_memory``, a small corpus), which alone would leave
+    the other cores idle while it decodes; 1 wherever the engine's own workers (processes, threads, another
+    runner's) already use the cores. Decoding and hashing release the GIL (docs/benchmarks.md, "Validation on
+    every core of an in-process run")."""
+    if not is_direct(options):
+        return 1
+    direct = options.view_as(DirectOptions)
+    if direct.direct_running_mode != "in_memory" or (direct.direct_num_workers or 1) > 1:
+        return 1
+    return os.cpu_count() or 1
+
+
 def warm_pool(options: PipelineOptions):
     """The DirectRunner's SDK worker processes, started now to import while the pipeline is built
     (launcher/warm_workers.py); None where the run starts no worker process here."""

@@ -5,6 +5,10 @@ decodes them fully and checks them (beam_pipeline/stages/pairs.py, core/validati
 unless the verdict cache holds the pair's verdict (core/rerun/verdicts.py, docs/cache.md).
 A pair validated afresh leaves its record in the cache's spill (core/rerun/spill.py), where the
 shard writer takes it, and where a re-run after a kill adopts it (stages/rerun/adopt.py).
+With ``threads`` above 1 (the DirectRunner running the whole job in the launcher with one worker: launcher/runners.py
+``validation_threads``) the pairs are read, decoded and checked by that many threads, a few pairs ahead of the one
+being settled, across the buckets of a bundle; what they leave (the spill, the verdicts, the outputs, the counters)
+is written in the pairs' order by the worker's own thread, so the bytes are those of one thread.
 Input: PairRef. Output: ValidPair (main), rejected Outcome (``rejected``), each
 reason counted by a Beam counter ``ValidatePairs:rejected_<reason>``, and how
 many pairs were validated afresh or taken from the cache (``cache``).
@@ -13,11 +17,14 @@ DeduplicatePairs keeps one pair per content (image digest, mask digest,
 label) and reports the others as duplicates.
 """
 
+import collections
+import concurrent.futures
 import dataclasses
-from typing import Optional, Tuple, Union
+from typing import Dict, Optional, Tuple, Union
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
+from apache_beam.transforms.window import GlobalWindows
 
 from beam_pipeline import phases
 from beam_pipeline.core import reasons
@@ -26,6 +33,7 @@ from beam_pipeline.core.reasons import Rejection
 from beam_pipeline.core.progress import DUPLICATES, REJECTED_PREFIX, VALID
 from beam_pipeline.core.hashing import sha256_hex
 from beam_pipeline.core.records import DUPLICATE, REJECTED, Outcome, PairRef, ValidPair, pack, unpack
+from beam_pipeline.core.validation import Checked
 from beam_pipeline.core.rerun.verdicts import REHASH, REUSE, Verdict, audited, bucket_of, decide, same_content
 from beam_pipeline.io import streams
 from beam_pipeline.io.cache import spill as spill_store, verdicts as verdict_store
@@ -44,6 +52,44 @@ def _bucket_of(ref: PairRef):
     return bucket_of(ref.key), ref
 
 
+AHEAD_PER_THREAD = 2         # pairs examined ahead of the one being settled, per thread: a few pairs' bytes held
+
+
+@dataclasses.dataclass(frozen=True)
+class _Examined:
+    """What examining a pair found (ValidateBucketFn._examine): its result, how it was settled, the verdict to keep
+    and the bytes read; for a pair that passed its checks, what its spill and its verdict still need."""
+    result: Union[ValidPair, Rejection, Checked]
+    how: str
+    verdict: Optional[Verdict] = None
+    bytes_read: int = 0
+    mask: bytes = b""
+    versions: Tuple = ()
+    digests: Optional[Tuple[str, str]] = None
+
+
+@dataclasses.dataclass
+class _Bucket:
+    """A verdict bucket being settled: its cached verdicts, its spill and verdict part (None without a cache), what
+    its pairs came to, and (threads > 1) how many of its pairs are still examined ahead."""
+    bucket: int
+    verdicts: Dict[str, Verdict]
+    spilled: Optional[spill_store.BucketSpill] = None
+    writer: Optional[verdict_store.PartWriter] = None
+    opened: bool = False
+    settled: Dict[str, int] = dataclasses.field(default_factory=lambda: {FRESH: 0, FROM_CACHE: 0, REHASHED: 0})
+    not_spilled: int = 0
+    ahead: int = 0
+    all_queued: bool = False
+
+
+def _windowed(value):
+    """An output of finish_bundle: in the global window, as Beam asks there."""
+    if isinstance(value, beam.pvalue.TaggedOutput):
+        return beam.pvalue.TaggedOutput(value.tag, GlobalWindows.windowed_value(value.value))
+    return GlobalWindows.windowed_value(value)
+
+
 class ValidateBucketFn(AnyOutput, counters.CountingDoFn):
     """(verdict bucket, [PairRef, ...]) -> ValidPair, a rejected Outcome with a reason code, and at the end
     of the bucket how its pairs were settled (CACHE_TAG).
@@ -55,18 +101,23 @@ class ValidateBucketFn(AnyOutput, counters.CountingDoFn):
     afresh keeps its stored bytes in the spill as ``--spill`` allows (io/cache/spill.SpillRoom, given the
     number of selected pairs ``selected``)."""
 
-    def __init__(self, spec: CheckSpec, cache: CacheSpec):
+    def __init__(self, spec: CheckSpec, cache: CacheSpec, threads: int = 1):
         self._spec = spec
         self._cache = cache
+        self._threads = threads
         self._valid = counters.counter(*VALID)
         self._bytes_read = Metrics.counter("ValidatePairs", "bytes_read")
         self._how = {how: Metrics.counter("ValidatePairs", how)
                      for how in (FRESH, FROM_CACHE, REHASHED, NOT_SPILLED)}
         self._room: Optional[spill_store.SpillRoom] = None
-        self._not_spilled = 0
+        self._pool: Optional[concurrent.futures.ThreadPoolExecutor] = None
+        self._queue: collections.deque = collections.deque()
 
     def setup(self):
         worker.prepare_sdk_worker()
+
+    def start_bundle(self):
+        self._queue = collections.deque()     # (_Bucket, PairRef, future of its _Examined), in the pairs' order
 
     def process(self, element, selected=0):
         bucket, refs = element
@@ -74,69 +125,120 @@ class ValidateBucketFn(AnyOutput, counters.CountingDoFn):
         if self._room is None:
             self._room = spill_store.spill_room(self._cache.spill, folder, self._cache.run_id,
                                                   self._cache.shards_folder, selected)
-        self._not_spilled = 0
-        verdicts = verdict_store.load(folder, bucket) if folder else {}
-        writer = spilled = None
-        if folder:
-            spilled = spill_store.BucketSpill(folder, bucket, self._cache.run_id, self._cache.spill_file_bytes)
-            writer = verdict_store.PartWriter(folder, bucket, self._cache.run_id, before_commit=spilled.seal)
-        settled = {FRESH: 0, FROM_CACHE: 0, REHASHED: 0}
+        state = _Bucket(bucket, verdict_store.load(folder, bucket) if folder else {})
+        if self._threads <= 1:
+            self._open(state)
+            for ref in refs:
+                phases.reached(phases.VALIDATE)
+                yield from self._emit(state, ref, self._examine(ref, state.verdicts.get(ref.key)))
+            yield from self._close(state)
+            return
+        if self._pool is None:
+            self._pool = concurrent.futures.ThreadPoolExecutor(self._threads, thread_name_prefix="ValidatePairs")
         for ref in refs:
-            phases.reached(phases.VALIDATE)
-            result, how, verdict = self._settle(ref, verdicts.get(ref.key), spilled)
-            settled[how] += 1
-            self._how[how].inc()
-            if writer is not None and verdict is not None:
-                writer.add(verdict)
-            if isinstance(result, Rejection):
-                counters.counter(VALID[0], f"{REJECTED_PREFIX}{result.reason}").inc()
-                yield beam.pvalue.TaggedOutput(REJECTED_TAG, Outcome.for_ref(ref, REJECTED, result.reason,
-                                                                             result.detail))
-            else:
-                self._valid.inc()
-                yield result
-        if writer is not None:
-            verdict_store.remove_others(folder, bucket, keep=writer.close())
+            state.ahead += 1
+            self._queue.append((state, ref, self._pool.submit(self._examine, ref, state.verdicts.get(ref.key))))
+            while len(self._queue) > self._threads * AHEAD_PER_THREAD:
+                yield from self._settle_first()
+        state.all_queued = True
+        if state.ahead == 0:                    # no pair (or all settled already): the bucket is done
+            self._open(state)
+            yield from self._close(state)
+
+    def finish_bundle(self):
+        while self._queue:
+            for value in self._settle_first():
+                yield _windowed(value)
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+
+    def _settle_first(self):
+        """The first pair examined ahead settled (threads > 1), and its bucket closed after its last pair."""
+        state, ref, future = self._queue.popleft()
+        self._open(state)
+        phases.reached(phases.VALIDATE)
+        yield from self._emit(state, ref, future.result())
+        state.ahead -= 1
+        if state.all_queued and state.ahead == 0:
+            yield from self._close(state)
+
+    def _open(self, state: _Bucket) -> None:
+        """The bucket's spill and verdict part, once, before its first pair is settled."""
+        folder = self._cache.folder
+        if state.opened:
+            return
+        state.opened = True
+        if folder:
+            state.spilled = spill_store.BucketSpill(folder, state.bucket, self._cache.run_id,
+                                                    self._cache.spill_file_bytes)
+            state.writer = verdict_store.PartWriter(folder, state.bucket, self._cache.run_id,
+                                                    before_commit=state.spilled.seal)
+
+    def _emit(self, state: _Bucket, ref: PairRef, examined: "_Examined"):
+        """One pair settled, in order: its spill, its verdict, its output and counters."""
+        result, how, verdict = self._settle(ref, examined, state)
+        state.settled[how] += 1
+        self._how[how].inc()
+        if state.writer is not None and verdict is not None:
+            state.writer.add(verdict)
+        if isinstance(result, Rejection):
+            counters.counter(VALID[0], f"{REJECTED_PREFIX}{result.reason}").inc()
+            yield beam.pvalue.TaggedOutput(REJECTED_TAG, Outcome.for_ref(ref, REJECTED, result.reason,
+                                                                         result.detail))
+        else:
+            self._valid.inc()
+            yield result
+
+    def _close(self, state: _Bucket):
+        """The bucket done: its verdicts committed, its older parts removed, how its pairs were settled."""
+        if state.writer is not None:
+            verdict_store.remove_others(self._cache.folder, state.bucket, keep=state.writer.close())
             phases.reached(phases.VERDICTS_COMMITTED)
-        settled[NOT_SPILLED] = self._not_spilled
-        self._how[NOT_SPILLED].inc(self._not_spilled)
+        settled = dict(state.settled, **{NOT_SPILLED: state.not_spilled})
+        self._how[NOT_SPILLED].inc(state.not_spilled)
         for how, n in sorted(settled.items()):
             if n:
                 yield beam.pvalue.TaggedOutput(CACHE_TAG, (how, n))
 
-    def _settle(self, ref: PairRef, cached: Optional[Verdict], spilled: Optional[spill_store.BucketSpill]):
-        """(ValidPair or Rejection, how it was settled, the verdict to keep or None). A pair validated afresh
-        leaves its stored bytes in the bucket's spill, for the shard writer (core/rerun/spill.py)."""
+    def _examine(self, ref: PairRef, cached: Optional[Verdict]) -> _Examined:
+        """What settling ``ref`` reads and computes, which a thread can do beside others: its files' versions, the
+        cache's decision, and, unless the verdict is reused as it is, its files read, hashed or checked."""
         cache = self._cache
         if cache.folder is None:
             result, bytes_read = pairs.check(ref, self._spec)
-            self._bytes_read.inc(bytes_read)
-            return result, FRESH, None
+            return _Examined(result, FRESH, bytes_read=bytes_read)
         versions = (_pre_key(ref.image), pairs.mask_version(ref, _pre_key))     # a drawn mask: its drawing's too
         decision = decide(cached, ref.label, versions, cache.revalidate, audited(ref.key, cache.run_id, cache.audit))
         if decision == REUSE:
-            return restored(cached, ref, cache.committed_run), FROM_CACHE, cached
+            return _Examined(restored(cached, ref, cache.committed_run), FROM_CACHE, cached)
         read = pairs.read_files(ref, self._spec)
         if isinstance(read, Rejection):                 # missing, unreadable, empty, too large: never kept
-            return read, FRESH, None
+            return _Examined(read, FRESH)
         image, mask = read
-        self._bytes_read.inc(len(image) + len(mask))
         digests = None
         if decision == REHASH:
             digests = _digests(image, mask)
             if same_content(cached, *digests):
-                return restored(cached, ref, cache.committed_run), REHASHED, dataclasses.replace(
-                    cached, image_version=versions[0], mask_version=versions[1])
+                return _Examined(restored(cached, ref, cache.committed_run), REHASHED, dataclasses.replace(
+                    cached, image_version=versions[0], mask_version=versions[1]), len(image) + len(mask))
         checked = pairs.checked_bytes(ref, self._spec, image, mask)
-        if isinstance(checked, Rejection):
-            result = checked
-        else:
-            result, refused = _spilled(checked, mask, self._spec, spilled, self._room)
-            self._not_spilled += refused
-        if digests is None:              # a valid pair carries the digests validation took; hash only a rejected one
-            digests = ((result.image_sha256, result.mask_sha256) if isinstance(result, ValidPair)
-                       else _digests(image, mask))
-        return result, FRESH, verdict_of(ref, versions, digests, result)
+        if isinstance(checked, Rejection):              # a valid pair carries its digests; hash a rejected one here
+            return _Examined(checked, FRESH, verdict_of(ref, versions, digests or _digests(image, mask), checked),
+                             len(image) + len(mask))
+        return _Examined(checked, FRESH, None, len(image) + len(mask), mask, versions, digests)
+
+    def _settle(self, ref: PairRef, examined: _Examined, state: _Bucket):
+        """(ValidPair or Rejection, how it was settled, the verdict to keep or None), in the pairs' order. A pair
+        validated afresh leaves its stored bytes in the bucket's spill, for the shard writer (core/rerun/spill.py)."""
+        if examined.bytes_read:
+            self._bytes_read.inc(examined.bytes_read)
+        if not isinstance(examined.result, Checked):
+            return examined.result, examined.how, examined.verdict
+        result, refused = _spilled(examined.result, examined.mask, self._spec, state.spilled, self._room)
+        state.not_spilled += refused
+        digests = examined.digests or (result.image_sha256, result.mask_sha256)
+        return result, FRESH, verdict_of(ref, examined.versions, digests, result)
 
 
 def _spilled(checked, mask: bytes, spec: CheckSpec, spilled: spill_store.BucketSpill,
@@ -187,15 +289,17 @@ class ValidatePairs(beam.PTransform):
     The pairs are grouped by verdict bucket, which spreads them over the workers, and each bucket is
     checked by one worker, with its part of the cache. ``settled``: ``(how, n)`` per bucket
     (validated afresh, reused from the cache, reused after hashing the files, not spilled).
-    ``selected_count``: the number of selected pairs (one int), which ``--spill auto`` keeps room for."""
+    ``selected_count``: the number of selected pairs (one int), which ``--spill auto`` keeps room for.
+    ``threads``: how many pairs a worker reads and checks at once (see the module's docstring)."""
 
     def __init__(self, spec: CheckSpec, cache: CacheSpec = CacheSpec(), shuffle: ShuffleSpec = ShuffleSpec(),
-                 selected_count=None):
+                 selected_count=None, threads: int = 1):
         super().__init__()
         self._spec = spec
         self._cache = cache
         self._shuffle = shuffle
         self._selected_count = selected_count
+        self._threads = threads
 
     def expand(self, refs):
         side = {} if self._selected_count is None else {
@@ -205,7 +309,8 @@ class ValidatePairs(beam.PTransform):
                    # (verdict bucket, PairRef)
                    | "GroupByVerdictBucket" >> GroupPackedByKey(self._shuffle)
                    # (verdict bucket, [PairRef, ...]): a bucket on one worker, the buckets over every worker
-                   | "CheckPairs" >> beam.ParDo(ValidateBucketFn(self._spec, self._cache), **side).with_outputs(
+                   | "CheckPairs" >> beam.ParDo(ValidateBucketFn(self._spec, self._cache, self._threads),
+                                                **side).with_outputs(
                        REJECTED_TAG, CACHE_TAG, main="valid"))
         # ValidPair | rejected Outcome | (how, n)
         return outputs.valid, outputs[REJECTED_TAG], outputs[CACHE_TAG]
