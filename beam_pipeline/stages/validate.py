@@ -153,6 +153,11 @@ class ValidateBucketFn(AnyOutput, counters.CountingDoFn):
             self._pool.shutdown()
             self._pool = None
 
+    def teardown(self):
+        if self._pool is not None:          # a bundle that failed: its pairs examined ahead are dropped
+            self._pool.shutdown(cancel_futures=True)
+            self._pool = None
+
     def _settle_first(self):
         """The first pair examined ahead settled (threads > 1), and its bucket closed after its last pair."""
         state, ref, future = self._queue.popleft()
