@@ -8,6 +8,7 @@ from beam_pipeline.core.masks import report as mask_report
 from beam_pipeline.core.layout import ADOPTED_DIR
 from beam_pipeline.core.balance import class_repeat_factors, presence_counts
 from beam_pipeline.core.repeat_weights import weight_of
+from beam_pipeline.core.rerun import unchanged
 from beam_pipeline.core.records import DUPLICATE, FILTERED, REJECTED
 from beam_pipeline.core.selection import TRAIN
 
@@ -208,7 +209,8 @@ def lineage_summary(settled: Dict[str, int], cache_folder: Optional[str], shards
     ``bytes_adopted``: stages/rerun/adopt.py), written again in place of a damaged parent shard's (``rebuilt``) or
     lost with it, their pairs gone (``lost``: core/rerun/parent.py), the
     runs whose shards it keeps, the bytes it wrote, and why nothing was kept when nothing was (``rewritten``;
-    docs/incremental.md). The launcher adds ``parent_run_id``, the version the output held before, and what its
+    docs/incremental.md); with a cache, what the version was made of (``inputs``: its pairs and the digest of their
+    files' versions, core/rerun/unchanged.py, to which the launcher adds the listing's version and the code's). The launcher adds ``parent_run_id``, the version the output held before, and what its
     check of that version found (``parent_check``, ``damaged_parent``: launcher/rerun/parent.py)."""
     shards = list(shards)
     adopted = [s for s in shards if version and s["path"].startswith(f"{version}/{ADOPTED_DIR}/")]
@@ -229,6 +231,7 @@ def lineage_summary(settled: Dict[str, int], cache_folder: Optional[str], shards
         "bytes_adopted": sum(s["bytes"] for s in adopted),
         "reused_runs": reused,
         "rewritten": rewritten,
+        "inputs": None if cache_folder is None else unchanged.inputs_entry(settled),
     }
 
 

@@ -86,6 +86,7 @@ class CorpusConfig:
     maps: MapOptions = MapOptions()
     compact: str = "auto"                   # auto | never | all (core/rerun/versions.py)
     on_damaged_parent: str = "rebuild"      # rebuild | fail (core/rerun/parent.py)
+    skip_unchanged: str = "auto"            # auto | always | never (core/rerun/unchanged.py)
     layout: str = ""                        # LAYOUT input: a name of core/layouts.LAYOUTS, or auto until launch
     split_names: Tuple[Tuple[str, str], ...] = ()   # --split_names, with the layout's own (launcher/layouts.py)
     allow_no_train: bool = False
@@ -310,6 +311,7 @@ def to_config(opts: PipelineOptions) -> CorpusConfig:
         maps=maps,
         compact=o.compact,
         on_damaged_parent=o.on_damaged_parent,
+        skip_unchanged=o.skip_unchanged,
         layout=o.layout if input_format == LAYOUT else "",
         split_names=split_names,
         allow_no_train=o.allow_no_train,

@@ -35,12 +35,25 @@ def _wrapped(head: str, text: str, width: int = 100) -> List[str]:
     return lines + [line]
 
 
+def unchanged_lines(manifest: dict) -> List[str]:
+    """What a re-run that found nothing changed says (launcher/rerun/unchanged.py)."""
+    found = manifest["unchanged"]
+    started = (manifest.get("timing") or {}).get("started")
+    listing = ", listing" if ((manifest.get("lineage") or {}).get("inputs") or {}).get("listing") else ""
+    return _wrapped("unchanged: ", f"nothing changed since this version{f' of {started}' if started else ''}: "
+                    f"its options, code{listing}, {found['files']} files and the files of its {found['pairs']:,} "
+                    f"{units(manifest.get('task', ''))} are as they were") + [
+        "  Nothing was written. --skip_unchanged never runs the pipeline all the same"]
+
+
 def render_summary(manifest: dict, output: str) -> str:
     counts = manifest["counts"]
     elapsed = manifest.get("elapsed_seconds")
     lines = ["=== beam_pipeline summary ===", f"output: {output}"]
     if manifest.get("data_dir"):
         lines.append(f"published: version {manifest['data_dir']} (report: {manifest['data_dir']}/report.html)")
+    if manifest.get("unchanged"):
+        lines += unchanged_lines(manifest)
     lines += [f"counts: discovered: {counts['discovered']}, written: {counts['written']}, "
               f"rejected: {counts['rejected']['total']}, duplicates: {counts['duplicates']}, "
               f"filtered out: {counts['filtered_out']['total']}"]
@@ -65,7 +78,9 @@ def render_summary(manifest: dict, output: str) -> str:
     lines += _class_table(manifest)
     lines += mask_values_lines(manifest)
     tail = []
-    if elapsed:
+    if elapsed and manifest.get("unchanged"):
+        tail.append(f"time: {elapsed:.1f} s")
+    elif elapsed:
         tail.append(f"time: {elapsed:.1f} s, {counts['discovered'] / elapsed:.1f} inputs/s, "
                     f"{counts['written'] / elapsed:.1f} written/s")
     if manifest.get("shuffle_value_bytes") is not None:

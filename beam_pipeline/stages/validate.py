@@ -28,7 +28,7 @@ from apache_beam.transforms.window import GlobalWindows
 
 from beam_pipeline import phases
 from beam_pipeline.core import reasons
-from beam_pipeline.core.rerun import spill
+from beam_pipeline.core.rerun import spill, unchanged
 from beam_pipeline.core.reasons import Rejection
 from beam_pipeline.core.progress import DUPLICATES, REJECTED_PREFIX, VALID
 from beam_pipeline.core.hashing import sha256_hex
@@ -66,6 +66,7 @@ class _Examined:
     mask: bytes = b""
     versions: Tuple = ()
     digests: Optional[Tuple[str, str]] = None
+    token: Tuple[int, ...] = ()     # its part of the version's inputs digest (core/rerun/unchanged.py), with a cache
 
 
 @dataclasses.dataclass
@@ -79,6 +80,7 @@ class _Bucket:
     opened: bool = False
     settled: Dict[str, int] = dataclasses.field(default_factory=lambda: {FRESH: 0, FROM_CACHE: 0, REHASHED: 0})
     not_spilled: int = 0
+    inputs: unchanged.Tally = dataclasses.field(default_factory=unchanged.Tally)
     ahead: int = 0
     all_queued: bool = False
 
@@ -184,6 +186,8 @@ class ValidateBucketFn(AnyOutput, counters.CountingDoFn):
         """One pair settled, in order: its spill, its verdict, its output and counters."""
         result, how, verdict = self._settle(ref, examined, state)
         state.settled[how] += 1
+        if examined.token:
+            state.inputs.add(examined.token)
         self._how[how].inc()
         if state.writer is not None and verdict is not None:
             state.writer.add(verdict)
@@ -202,7 +206,7 @@ class ValidateBucketFn(AnyOutput, counters.CountingDoFn):
             phases.reached(phases.VERDICTS_COMMITTED)
         settled = dict(state.settled, **{NOT_SPILLED: state.not_spilled})
         self._how[NOT_SPILLED].inc(state.not_spilled)
-        for how, n in sorted(settled.items()):
+        for how, n in sorted(settled.items()) + state.inputs.items():
             if n:
                 yield beam.pvalue.TaggedOutput(CACHE_TAG, (how, n))
 
@@ -213,7 +217,13 @@ class ValidateBucketFn(AnyOutput, counters.CountingDoFn):
         if cache.folder is None:
             result, bytes_read = pairs.check(ref, self._spec)
             return _Examined(result, FRESH, bytes_read=bytes_read)
-        versions = (_pre_key(ref.image), pairs.mask_version(ref, _pre_key))     # a drawn mask: its drawing's too
+        versions = (pre_key(ref.image), pairs.mask_version(ref, pre_key))     # a drawn mask: its drawing's too
+        examined = self._decided(ref, cached, versions)
+        return dataclasses.replace(examined, token=unchanged.pair_token(ref.key, ref.label, versions))
+
+    def _decided(self, ref: PairRef, cached: Optional[Verdict], versions) -> _Examined:
+        """_examine with a cache, once the files' versions are known."""
+        cache = self._cache
         decision = decide(cached, ref.label, versions, cache.revalidate, audited(ref.key, cache.run_id, cache.audit))
         if decision == REUSE:
             return _Examined(restored(cached, ref, cache.committed_run), FROM_CACHE, cached)
@@ -263,7 +273,7 @@ def _digests(image: bytes, mask: bytes):
     return sha256_hex(image), sha256_hex(mask) if mask else ""
 
 
-def _pre_key(path: str) -> Optional[str]:
+def pre_key(path: str) -> Optional[str]:
     """The file's path and version (io/streams.py file_version): equal pre-keys are taken as equal bytes."""
     version = streams.file_version(path)
     return None if version is None else f"{path}|{version}"

@@ -16,6 +16,7 @@ from PIL import Image
 
 from beam_pipeline.core.pixels import Limits
 from beam_pipeline.core.records import PairRef, unpack
+from beam_pipeline.core.rerun import unchanged
 from beam_pipeline.io.cache import verdicts as verdict_store
 from beam_pipeline.stages.specs import CacheSpec, CheckSpec
 from beam_pipeline.stages.validate import ValidatePairs
@@ -124,6 +125,11 @@ def test_several_threads_settle_every_pair_as_one_does(tmp_path, threads):
     assert all(record for _, record in valid.values()) and len(in_spill) == 32    # every valid pair spilled
     assert {line.split("reason=")[1].split(",")[0] for line in rejected} == {
         "'missing_file'", "'mask_value_out_of_range'", "'size_mismatch'", "'undecodable'"}
-    assert {how for how, _ in rerun[1][2]} == {"from_cache", "rehashed", "validated"}
+    assert {how for how, _ in rerun[1][2]} == {"from_cache", "rehashed", "validated", *unchanged.DIGEST_KEYS}
+    # the sums of the pairs' tokens (the version's inputs digest): the same with threads (below), moved by the edits
+    def total(settled, how):
+        return sum(n for each, n in settled if each == how)
+    assert [total(first[1][2], key) for key in unchanged.DIGEST_KEYS] != [
+        total(rerun[1][2], key) for key in unchanged.DIGEST_KEYS]
     assert first[threads] == first[1]
     assert rerun[threads] == rerun[1]

@@ -30,6 +30,17 @@ def add_rerun_arguments(parser) -> None:
              "read and its SHA-256 compared). rebuild (default): a missing or damaged shard is not kept, and its "
              "records are written again from their sources (the summary names it). fail: stop before anything is "
              "written, naming the file (docs/recovery.md).")
+    versions.add_argument(
+        "--skip_unchanged", default="auto", choices=("auto", "always", "never"),
+        help="A re-run first looks whether anything changed since the published version: the options that shape "
+             "the dataset, the package versions and this pipeline's code, the listing file, every file the version "
+             "publishes, and each selected pair's files (one version each: size, mtime, inode and ctime, or the "
+             "object's generation or ETag). When nothing did, it publishes nothing, says so in one line, and "
+             "exits in seconds, before TensorFlow or any worker starts (docs/incremental.md). auto (default): "
+             "look where the published version holds at most 2,000,000 pairs on a local disk or 100,000 on "
+             "gs:// and s3://, and where the input is a listing, class folders or a layout's split files; else "
+             "run. always: look whatever the size. never: always run the pipeline (a new version, which keeps "
+             "every record of its parent).")
     cache.add_argument(
         "--no_cache", dest="use_cache", action="store_false", default=True,
         help="Validate every pair afresh, and neither read nor write the verdict cache.")

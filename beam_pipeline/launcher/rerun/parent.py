@@ -52,6 +52,12 @@ def _look(output: str, expected: rules.ParentFile) -> Tuple[str, int]:
         return f"cannot be read ({str(error).splitlines()[0] if str(error) else type(error).__name__})", 0
 
 
+def look_at(output: str, to_check: List[rules.ParentFile]) -> List[Tuple[str, int]]:
+    """(OK or the problem, bytes hashed) of each file, ``WORKERS`` at a time."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=WORKERS) as pool:
+        return list(pool.map(lambda expected: _look(output, expected), to_check))
+
+
 def _own_copy(output: str, previous: dict) -> Optional[dict]:
     """The parent version's own copy of its manifest, or None when it cannot be read."""
     try:
@@ -65,8 +71,7 @@ def check_parent(output: str, previous: dict, shards: Tuple[ParentShard, ...], b
     started = time.monotonic()
     shards = tuple(shard for shard in shards if reusable_group(shard.group, balance))
     to_check = rules.files_to_check(shards, previous.get("files") or {})
-    with concurrent.futures.ThreadPoolExecutor(max_workers=WORKERS) as pool:
-        looked: List[Tuple[str, int]] = list(pool.map(lambda expected: _look(output, expected), to_check))
+    looked = look_at(output, to_check)
     problems = {expected.path: verdict for expected, (verdict, _) in zip(to_check, looked) if verdict != rules.OK}
     entries = rules.entry_problems(shards, _own_copy(output, previous))
     damage = tuple(rules.damaged_shards(shards, problems, entries))
