@@ -18,6 +18,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions
 
 from beam_pipeline.core import layout, paths
+from beam_pipeline.io import stores
 from beam_pipeline.core.pairing import class_folder_classes
 from beam_pipeline.core.selection import SplitSpec, parse_split
 from beam_pipeline.io import folders, listing
@@ -186,6 +187,14 @@ def shuffle_spec(options: PipelineOptions, config: CorpusConfig,
     import tempfile
     made = tempfile.mkdtemp(prefix="beam_pipeline_shuffle_")
     return ShuffleSpec(folder=made), made
+
+
+def store_of(config: CorpusConfig, options):
+    """The output's store (io/stores), or CorpusOptionsError."""
+    try:
+        return stores.store_for(config.output, options)
+    except ValueError as error:
+        raise CorpusOptionsError(str(error)) from None
 
 
 def temp_dir(options: PipelineOptions, data_dir: str) -> str:

@@ -1,6 +1,5 @@
 """build_pipeline: the wiring, one labelled step per concern; and run(), which launches it."""
 
-import json
 import logging
 import shutil
 import time
@@ -17,15 +16,13 @@ from beam_pipeline.core.layouts import LAYOUTS, described
 from beam_pipeline.core.masks.report import border_warnings, edge_tally
 from beam_pipeline.core.rerun.versions import ParentSpec
 from beam_pipeline.core.selection import SplitSpec
-from beam_pipeline.io import stores
 from beam_pipeline.launcher import launch, memory, runners, watch
 from beam_pipeline.launcher.rerun.cache import claim_cache, collect_cache
 from beam_pipeline.launcher.rerun.parent import checked_parent, without_damaged
-from beam_pipeline.launcher.commit import OutputRun, read_manifest
-from beam_pipeline.launcher.rerun.unchanged import recorded as recorded_inputs, unchanged_since
+from beam_pipeline.launcher.commit import OutputRun
+from beam_pipeline.launcher.rerun.unchanged import recorded as recorded_inputs, skipped
 from beam_pipeline.launcher.config import CorpusConfig
 from beam_pipeline.launcher.leakage import drift_spec, leakage_spec
-from beam_pipeline.launcher.options import CorpusOptionsError
 from beam_pipeline.report.masks import sampled_masks
 from beam_pipeline.stages.rerun.adopt import AdoptKilledSpill
 from beam_pipeline.stages.balance_split import BalanceTrainSplit
@@ -191,11 +188,6 @@ def build_pipeline(p: beam.Pipeline, config: CorpusConfig, split_spec: SplitSpec
             | "PublishOutputs" >> PublishOutputs(publish, options, package_versions))
 
 
-def json_normalised(value):
-    """``value`` as manifest.json holds it (tuples as lists), to compare with a published manifest's."""
-    return json.loads(json.dumps(value))
-
-
 def _described(config: CorpusConfig) -> str:
     """How the input is read, as the first line says it: listing, paired, class_folders, or the layout."""
     if config.layout in LAYOUTS:
@@ -238,7 +230,7 @@ def run(argv: Optional[List[str]] = None) -> dict:
         with memory.frozen_for_the_run():
             return {"plan": make_plan(config, launched.split, launched.plan_sample)}
     launch.check_output(config)
-    unchanged = _unchanged(launched, config)
+    unchanged = skipped(launched)
     if unchanged is not None:
         return unchanged
     runners.apply_runner_defaults(argv, launched.options, config)
@@ -251,34 +243,11 @@ def run(argv: Optional[List[str]] = None) -> dict:
             pool.close()
 
 
-def _store(config: CorpusConfig, options):
-    try:
-        return stores.store_for(config.output, options)
-    except ValueError as error:
-        raise CorpusOptionsError(str(error)) from None
-
-
-def _unchanged(launched, config: CorpusConfig) -> Optional[dict]:
-    """The published manifest, with ``unchanged``, when nothing changed since it (launcher/rerun/unchanged.py,
-    under the output's lock, before any worker starts); else None, and the pipeline runs."""
-    started = time.monotonic()
-    previous = read_manifest(config.output)
-    if previous is None or config.skip_unchanged == "never":
-        return None
-    with OutputRun(_store(config, launched.options), config.output, config.overwrite,
-                   config.keep_versions) as output_run:
-        found = unchanged_since(config, launched.split, output_run.previous, json_normalised(config.as_dict()),
-                                launch.package_versions(), config.skip_unchanged)
-    if found is None:
-        return None
-    return dict(output_run.previous, unchanged=found.entry(), elapsed_seconds=time.monotonic() - started)
-
-
 def _run_launched(launched, config) -> dict:
     """run() once the engine is chosen (and its worker processes are starting)."""
     run_options = dict(config.as_dict(), runner=runners.runner_name(launched.options))
     started = time.monotonic()
-    store = _store(config, launched.options)
+    store = launch.store_of(config, launched.options)
     with OutputRun(store, config.output, config.overwrite, config.keep_versions) as output_run:
         data_dir = output_run.data_dir
         _LOG.info("Reading %s (%s, %s) into %s", config.input, _described(config), config.task, data_dir)

@@ -13,6 +13,8 @@ import json
 import numpy as np
 import pytest
 
+from beam_pipeline.launcher import launch
+from beam_pipeline.launcher.rerun.unchanged import skipped
 from conftest import run_cli
 from layout_corpora import LABELME_NAMES, stored_masks, write_layout
 from published import ADE20K_CLASSES, CITYSCAPES_LABELS, VOC_CLASSES
@@ -61,3 +63,17 @@ def test_class_names_are_the_datasets(published):
     first = completed.stderr.strip().splitlines()[0]               # the console's first line (stdout: the summary)
     if LAYOUT_OPTION[kind] == "auto":
         assert f"(layout {kind}: " in first, first
+
+
+def test_the_same_command_again_publishes_nothing_where_split_files_list_the_pairs(published):
+    """--skip_unchanged on each layout: VOC's and Pet's split files list the pairs, which the launcher streams and
+    finds unchanged; the layouts of folders join images and masks, which only the pipeline does, so it runs."""
+    kind, _, output, completed = published
+    root = output.parent
+    argv = ["--input", root / "dataset", "--output", output, "--layout", LAYOUT_OPTION[kind], "--overwrite"]
+    found = skipped(launch.resolve([str(arg) for arg in argv]))
+    if kind in ("voc", "pet"):
+        assert found is not None and found["unchanged"]["pairs"] == PAIRS, found
+        assert found["run_id"] == json.loads((output / "manifest.json").read_text())["run_id"]
+    else:
+        assert found is None

@@ -17,7 +17,7 @@ counts of inputs discovered and filtered out. Anything else runs the pipeline, w
 """
 
 import hashlib
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 PARTS = 4                                      # the digest's sums: PARTS numbers of PART_BITS bits per token ...
 PART_BITS = 31                                 # ... so each sum stays within Beam's signed 64-bit integers up to
@@ -31,9 +31,10 @@ SKIP_AUTO, SKIP_ALWAYS, SKIP_NEVER = "auto", "always", "never"
 LAUNCHER_MAX_PAIRS = {"local": 2_000_000, "remote": 100_000}
 
 # Options that never change a byte the version publishes: where and how the job runs, the cache's place, what a
-# later run keeps, and what a damaged parent would make a re-run do (the check refuses a damaged one anyway).
+# later run keeps, and what a damaged parent would make a re-run do (the check refuses a damaged one anyway). The
+# output's own path is one: the version's paths are relative to it, and its files are looked at where they are.
 OPERATIONAL = frozenset({
-    "overwrite", "keep_versions", "shuffle", "cache_dir", "spill", "on_damaged_parent", "runner",
+    "output", "overwrite", "keep_versions", "shuffle", "cache_dir", "spill", "on_damaged_parent", "runner",
     "near_duplicates_one_worker_pairs", "skip_unchanged",
 })
 
@@ -145,9 +146,3 @@ def inputs_moved(parent: dict, tally: Tally, discovered: int, filtered: Mapping[
         return "files were added, changed or removed"
     return None
 
-
-def counted(reasons: Iterable[str]) -> Dict[str, int]:
-    out: Dict[str, int] = {}
-    for reason in reasons:
-        out[reason] = out.get(reason, 0) + 1
-    return out

@@ -18,6 +18,7 @@ import concurrent.futures
 import dataclasses
 import functools
 import hashlib
+import json
 import logging
 import pathlib
 import time
@@ -27,7 +28,8 @@ from beam_pipeline.core import paths
 from beam_pipeline.core.records import FILTERED, Outcome, PairRef
 from beam_pipeline.core.rerun import parent as parent_rules
 from beam_pipeline.core.rerun import unchanged as rules
-from beam_pipeline.io import streams
+from beam_pipeline.launcher import launch
+from beam_pipeline.launcher.commit import OutputRun, read_manifest
 from beam_pipeline.launcher.rerun.parent import look_at
 from beam_pipeline.stages import pairs
 from beam_pipeline.stages.specs import CLASS_FOLDERS, LISTING
@@ -160,6 +162,23 @@ def _look_at_input(config, split, previous: dict) -> Optional[str]:
     if tally.pairs > most:
         return f"more than the {most:,} pairs validated before"
     return rules.inputs_moved(previous, tally, discovered["all"], filtered)
+
+
+def skipped(launched) -> Optional[dict]:
+    """The published manifest with ``unchanged`` (an :class:`Unchanged`'s entry) and ``elapsed_seconds`` when nothing
+    changed since it, looked at under the output's lock; else None, and the pipeline runs. ``launched``: the checked
+    command line (launcher/launch.py Launch)."""
+    config, started = launched.config, time.monotonic()
+    if config.skip_unchanged == rules.SKIP_NEVER or read_manifest(config.output) is None:
+        return None
+    with OutputRun(launch.store_of(config, launched.options), config.output, config.overwrite,
+                   config.keep_versions) as output_run:
+        found = unchanged_since(config, launched.split, output_run.previous,
+                                json.loads(json.dumps(config.as_dict())), launch.package_versions(),
+                                config.skip_unchanged)
+    if found is None:
+        return None
+    return dict(output_run.previous, unchanged=found.entry(), elapsed_seconds=time.monotonic() - started)
 
 
 def unchanged_since(config, split, previous: Optional[dict], options: dict, versions: dict,
