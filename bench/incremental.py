@@ -6,7 +6,10 @@ pixels), at each of ``--sizes`` pairs, D is the listing without every ``--delta_
 timed run (when this process may: root):
 
     full               the command on D + Δ into a fresh output (its cache is written as it goes)
-    no_change          the same command again, --overwrite: every record is kept
+    no_change          the same command again, --overwrite: nothing changed, so nothing is published (the launcher's
+                       look, --skip_unchanged auto)
+    no_change_run      the same, with --skip_unchanged never: the pipeline runs and keeps every record (what
+                       no_change measured before --skip_unchanged)
     delta              an output built from D (not timed), then D + Δ with --overwrite: Δ is validated and written
     filter             the full run's output, then --sample_fraction 0.95 --overwrite: 5 % of the pairs deleted
     resumed            D + Δ into a fresh output, killed (SIGKILL to its process group) once its progress says
@@ -44,9 +47,9 @@ from scale import NUM_CLASSES, first_rows, pair_copies, run_measured
 sys.path.insert(0, str(ROOT))
 from tools import compare_outputs  # noqa: E402
 
-CASES = ("full", "no_change", "delta", "filter", "resumed", "resumed_on_parent")
-TARGETS = {"no_change": 0.25, "delta": 0.30, "filter": 0.25, "resumed": 0.40, "resumed_on_parent": 0.40}
-LABELS = {"no_change": "nothing changed", "delta": "+5 % (D, then D + Δ)", "filter": "a filter removing 5 %",
+CASES = ("full", "no_change", "no_change_run", "delta", "filter", "resumed", "resumed_on_parent")
+TARGETS = {"no_change": 0.10, "no_change_run": 0.25, "delta": 0.30, "filter": 0.25, "resumed": 0.40, "resumed_on_parent": 0.40}
+LABELS = {"no_change": "nothing changed", "no_change_run": "nothing changed, run all the same", "delta": "+5 % (D, then D + Δ)", "filter": "a filter removing 5 %",
           "resumed": "killed at 90 %, re-run (fresh)", "resumed_on_parent": "killed at 90 %, re-run (on D)"}
 BYTES_TARGET = 0.08
 MARGINAL_TARGET = 0.05
@@ -78,6 +81,7 @@ def lineage(output: Path) -> dict:
 def timed(listing: Path, output: Path, log_path: Path, drop: bool, *extra: str) -> dict:
     run = run_measured(command(listing, output, *extra), log_path, drop)
     run["lineage"] = {key: value for key, value in lineage(output).items() if key != "cache"}
+    run["published_nothing"] = "unchanged: nothing changed since this version" in log_path.read_text(errors="replace")
     return run
 
 
@@ -130,11 +134,12 @@ def one_size(args, size: int, repeat: int) -> dict:
             shutil.rmtree(reference, ignore_errors=True)
             results[case] = timed(both, reference, work / f"{case}_{size}_r{repeat}.log", drop)
             continue
-        if case in ("no_change", "filter"):
+        if case in ("no_change", "no_change_run", "filter"):
             # the full run's output and its cache, as hard links: each file keeps its version (size, mtime, inode), as
             # the output itself would; a copy moves every version and the re-run's parent check hashes every file
             shutil.copytree(reference, out, symlinks=True, copy_function=os.link)
-            extra = ("--sample_fraction", "0.95") if case == "filter" else ()
+            extra = {"filter": ("--sample_fraction", "0.95"), "no_change_run": ("--skip_unchanged", "never")}.get(
+                case, ())
             run = timed(both, out, work / f"{case}_{size}_r{repeat}.log", drop, "--overwrite", *extra)
         elif case == "delta":
             untimed(base, out, work / f"{case}_base_{size}_r{repeat}.log")
@@ -184,7 +189,8 @@ def report(repeats: list[dict], sizes: list[int], every: int, cases: Sequence[st
                     else f", DIFFERENT: {run[case]['differences']}")
                 lineage = {k: v for k, v in run[case]["lineage"].items() if k in ("validated", "from_cache",
                                                                                    "records", "bytes_written")}
-                lines.append(f"    {case} r{index + 1}: {run[case]['seconds']:.1f} s, {lineage}{extra}{same}")
+                nothing = ", published nothing" if run[case].get("published_nothing") else ""
+                lines.append(f"    {case} r{index + 1}: {run[case]['seconds']:.1f} s, {lineage}{extra}{same}{nothing}")
     if len(sizes) >= 2:
         small, large = sizes[0], sizes[-1]
         lines.append(f"marginal cost per pair between {small:,} and {large:,} pairs, within each repeat:")

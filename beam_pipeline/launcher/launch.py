@@ -18,10 +18,9 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions
 
 from beam_pipeline.core import layout, paths
-from beam_pipeline.io import stores
 from beam_pipeline.core.pairing import class_folder_classes
 from beam_pipeline.core.selection import SplitSpec, parse_split
-from beam_pipeline.io import folders, listing
+from beam_pipeline.io import folders, listing, stores
 from beam_pipeline.launcher.config import CorpusConfig, check_classes, to_config
 from beam_pipeline.launcher import runners
 from beam_pipeline.launcher.leakage import check_split_group_column

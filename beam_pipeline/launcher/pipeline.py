@@ -20,7 +20,7 @@ from beam_pipeline.launcher import launch, memory, runners, watch
 from beam_pipeline.launcher.rerun.cache import claim_cache, collect_cache
 from beam_pipeline.launcher.rerun.parent import checked_parent, without_damaged
 from beam_pipeline.launcher.commit import OutputRun
-from beam_pipeline.launcher.rerun.unchanged import recorded as recorded_inputs, skipped
+from beam_pipeline.launcher.rerun import unchanged
 from beam_pipeline.launcher.config import CorpusConfig
 from beam_pipeline.launcher.leakage import drift_spec, leakage_spec
 from beam_pipeline.report.masks import sampled_masks
@@ -220,7 +220,9 @@ def run(argv: Optional[List[str]] = None) -> dict:
     live run holds the output), publish.RunRefused (a gate stopped the run before any shard was
     written) and RunFailed (a write failed: the message names the file and the cause). In every
     case nothing is published and the output's previous dataset is as it was.
-    With --plan nothing runs: the result is ``{"plan": estimates}`` (see beam_pipeline/launcher/plan.py).
+    With --plan nothing runs: the result is ``{"plan": estimates}`` (see beam_pipeline/launcher/plan.py). When
+    nothing changed since the published version, nothing runs either: the result is its manifest with ``unchanged``
+    (launcher/rerun/unchanged.py, --skip_unchanged).
     """
     argv = list(argv or [])
     launched = launch.resolve(argv)
@@ -230,9 +232,9 @@ def run(argv: Optional[List[str]] = None) -> dict:
         with memory.frozen_for_the_run():
             return {"plan": make_plan(config, launched.split, launched.plan_sample)}
     launch.check_output(config)
-    unchanged = skipped(launched)
-    if unchanged is not None:
-        return unchanged
+    found = unchanged.skipped(launched)
+    if found is not None:
+        return found
     runners.apply_runner_defaults(argv, launched.options, config)
     runners.apply_worker_log_options(argv, launched.options)
     pool = runners.warm_pool(launched.options)   # workers importing while it is built
@@ -247,6 +249,7 @@ def _run_launched(launched, config) -> dict:
     """run() once the engine is chosen (and its worker processes are starting)."""
     run_options = dict(config.as_dict(), runner=runners.runner_name(launched.options))
     started = time.monotonic()
+    inputs_context = unchanged.context(config)
     store = launch.store_of(config, launched.options)
     with OutputRun(store, config.output, config.overwrite, config.keep_versions) as output_run:
         data_dir = output_run.data_dir
@@ -272,8 +275,8 @@ def _run_launched(launched, config) -> dict:
                 result = watch.run_and_watch(p, launched.options)     # a progress bar, lines, or where to watch
                 pending = read_result(data_dir)
                 pending["warnings"] = list(pending.get("warnings") or []) + _border_warnings(config, pending)
-                pending["lineage"] = dict(pending["lineage"], inputs=recorded_inputs(
-                    pending["lineage"].get("inputs"), config))
+                pending["lineage"] = dict(pending["lineage"], inputs=unchanged.recorded(
+                    pending["lineage"].get("inputs"), inputs_context))
                 timing = {"started": output_run.started, "pipeline_seconds": round(time.monotonic() - started, 1)}
                 manifest = output_run.commit(pending, timing, checked.lineage() if parent else {})
                 if cache_spec.folder:

@@ -324,9 +324,9 @@ def rerun_on_the_changed_listing(store, bucket, delta_run, object_corpus, tmp_pa
     folder = object_corpus / "segmentation"
     for relative in [*delta.added, delta.listing.name]:
         store.put(CORPUS_BUCKET, f"segmentation/{relative}", (folder / relative).read_bytes())
-    code, text = run(store, ["--input", store.url(CORPUS_BUCKET, f"segmentation/{delta.listing.name}"),
-                             "--output", store.url(bucket, "v1"), "--overwrite", *COMMON, *THREADS],
-                     tmp_path / "rerun.log")
+    args = ["--input", store.url(CORPUS_BUCKET, f"segmentation/{delta.listing.name}"), "--output",
+            store.url(bucket, "v1"), "--overwrite", *COMMON, *THREADS]
+    code, text = run(store, args, tmp_path / "rerun.log")
     assert code == 0, text[-6000:]
     copy = download(store, bucket, "v1", tmp_path / "copy")
     manifest, reference = (json.loads((out / "manifest.json").read_text()) for out in (copy, fresh))
@@ -346,6 +346,13 @@ def rerun_on_the_changed_listing(store, bucket, delta_run, object_corpus, tmp_pa
     assert (lineage["records"]["written"], lineage["records"]["deleted"]) == (new, gone)
     verified = verify_cli(store, store.url(bucket, "v1"))
     assert verified.returncode == 0, verified.stderr[-3000:]
+    # The same command once more: nothing changed, so nothing is published (every object's version looked at on the
+    # store, the corpus's several at once: launcher/rerun/unchanged.py), and the version stays the one above.
+    published = store.get(bucket, "v1/manifest.json")
+    code, text = run(store, args, tmp_path / "unchanged.log")
+    assert code == 0 and "unchanged: nothing changed since this version of " in text, text[-6000:]
+    assert f"the files of its {lineage['validated'] + lineage['from_cache']} pairs are as they were" in text
+    assert store.get(bucket, "v1/manifest.json") == published
 
 
 def rerun_on_a_damaged_version(store, bucket, delta_run, tmp_path):

@@ -71,12 +71,16 @@ def listing_version(config) -> Optional[str]:
     return pre_key(config.input) if config.input_format == LISTING else None
 
 
-def recorded(inputs: Optional[dict], config) -> Optional[dict]:
-    """manifest.json's ``lineage.inputs`` as the pipeline left it (its pairs and digest), with what the launcher
-    knows: the listing's version and the code's digest. None without a cache (no versions were taken)."""
-    if not inputs:
-        return None
-    return dict(inputs, listing=listing_version(config), code=code_digest())
+def context(config) -> dict:
+    """What the launcher adds to a run's ``lineage.inputs``, taken before the pipeline reads anything: the listing's
+    version (a listing written again during the run then counts as changed) and the code's digest."""
+    return {"listing": listing_version(config), "code": code_digest()}
+
+
+def recorded(inputs: Optional[dict], taken: dict) -> Optional[dict]:
+    """manifest.json's ``lineage.inputs`` as the pipeline left it (its pairs and digest), with ``taken``
+    (:func:`context`). None without a cache (no versions were taken)."""
+    return dict(inputs, **taken) if inputs else None
 
 
 def _streamable(config) -> bool:
