@@ -6,8 +6,8 @@ A version records what it was made of (manifest.json's ``lineage.inputs``):
   files' versions (the pre-keys the verdict cache takes: io/streams.py ``file_version``), the tokens summed. A sum
   is the same in any order, so every worker adds its bundles' and Beam's combiner adds those (ValidatePairs); the
   launcher's check adds the same tokens as it streams the input, holding one sum.
-* ``listing``: the listing file's own version (None for folders), ``code``: the SHA-256 of this package's
-  source.
+* ``listing``: the listing file's own version (None for folders), ``code``: the SHA-256 of this package's files
+  (its source and shipped mask maps).
 
 A re-run with the same command then publishes nothing when all of these hold: its dataset options
 (:func:`dataset_options`: every option but those that never change a published byte) and package versions are

@@ -58,10 +58,11 @@ class Unchanged:
 
 @functools.lru_cache(maxsize=1)
 def code_digest() -> str:
-    """The SHA-256 of this package's source files (their paths and bytes), as the version records it."""
+    """The SHA-256 of this package's files (their paths and bytes: the source and the shipped mask maps, not the
+    compiled caches), as the version records it."""
     root = pathlib.Path(__file__).resolve().parents[2]
     digest = hashlib.sha256()
-    for path in sorted(root.rglob("*.py")):
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
         digest.update(path.relative_to(root).as_posix().encode("utf-8") + b"\x00" + path.read_bytes() + b"\x00")
     return digest.hexdigest()
 
