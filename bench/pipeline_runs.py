@@ -43,10 +43,16 @@ from common import (MB, NUM_CLASSES, ROOT, Corpus, TreeSampler, count_rows, ensu
 CONFIGS: dict[str, tuple[str, ...]] = {
     "base": ("--no_stats", "--balance", "none"),  # read, validate, shard
     "full": (),                                   # defaults: tf.Transform statistics + repeat-factor balancing
+    # the defaults on one engine at every size: the default engine switches at 1,000 pairs (core/runners.py), so
+    # between a smaller and a larger size its slope mixes the in-process engine's cost with the worker processes'
+    "full_processes": ("--direct_running_mode", "multi_processing", "--direct_num_workers", "2"),
+    "full_in_process": ("--direct_running_mode", "in_memory", "--direct_num_workers", "1"),
 }
 CONFIG_DESCRIPTIONS = {
     "base": "read, validate, shard",
     "full": "defaults: tf.Transform statistics + repeat-factor balancing",
+    "full_processes": "the defaults, on two SDK worker processes at every size",
+    "full_in_process": "the defaults, in the launcher's process (one worker, validation threads) at every size",
 }
 CORPORA = ("photo_png", "photo_jpeg", "sample")
 CORPUS_HELP = ("photo_png / photo_jpeg: 480x360 photo crops (tools/photo_corpus.py) as PNG (~215 KB) or JPEG q90, "
