@@ -217,7 +217,7 @@ class ValidateBucketFn(AnyOutput, counters.CountingDoFn):
         if cache.folder is None:
             result, bytes_read = pairs.check(ref, self._spec)
             return _Examined(result, FRESH, bytes_read=bytes_read)
-        versions = (pre_key(ref.image), pairs.mask_version(ref, pre_key))     # a drawn mask: its drawing's too
+        versions = versions_of(ref)
         examined = self._decided(ref, cached, versions)
         return dataclasses.replace(examined, token=unchanged.pair_token(ref.key, ref.label, versions))
 
@@ -271,6 +271,11 @@ def _spilled(checked, mask: bytes, spec: CheckSpec, spilled: spill_store.BucketS
 
 def _digests(image: bytes, mask: bytes):
     return sha256_hex(image), sha256_hex(mask) if mask else ""
+
+
+def versions_of(ref: PairRef) -> Tuple[Optional[str], Optional[str]]:
+    """The pre-keys of a pair's image and mask, as its verdict keeps them (a drawn mask: its drawing's too)."""
+    return pre_key(ref.image), pairs.mask_version(ref, pre_key)
 
 
 def pre_key(path: str) -> Optional[str]:

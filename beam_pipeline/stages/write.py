@@ -18,8 +18,6 @@ there until the launcher commits the version by writing manifest.json. A write
 that fails raises an error naming the shard and the cause.
 """
 
-import collections
-import concurrent.futures
 import hashlib
 from typing import Iterable, Iterator, Tuple
 
@@ -35,6 +33,7 @@ from beam_pipeline.core.progress import PAIRS_WRITTEN, RECORDS_WRITTEN, REJECTED
 from beam_pipeline.core.records import REJECTED, Outcome, ValidPair
 from beam_pipeline.core.sharding import (bucket_of, num_shards_for, pack_buckets, record_order, same_images,
                                          shard_file_name)
+from beam_pipeline.io.ahead import mapped_ahead
 from beam_pipeline.stages import counters, pairs, worker
 from beam_pipeline.stages.shard_files import ShardSideFiles
 from beam_pipeline.stages.shuffle import GroupPackedByKey, Materialize
@@ -131,16 +130,8 @@ class WriteShardFn(counters.CountingDoFn):
 
         At most READ_AHEAD records are in memory at once, whatever the shard size.
         """
-        pending = collections.deque()
-        with concurrent.futures.ThreadPoolExecutor(max_workers=READ_THREADS) as pool:
-            for pair in ordered:
-                pending.append((pair, pool.submit(pairs.framed_record_pieces, pair, self._spec.check)))
-                if len(pending) >= READ_AHEAD:
-                    done, future = pending.popleft()
-                    yield done, future.result()
-            while pending:
-                done, future = pending.popleft()
-                yield done, future.result()
+        check = self._spec.check
+        return mapped_ahead(lambda pair: pairs.framed_record_pieces(pair, check), ordered, READ_THREADS, READ_AHEAD)
 
 
 class _closing_or_failed:

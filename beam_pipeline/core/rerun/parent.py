@@ -45,15 +45,16 @@ class Damage:
     keys_readable: bool                    # its keys file is intact: which records it held can still be read
 
 
+def expected_file(path: str, table: Dict[str, dict]) -> ParentFile:
+    """``path`` as the ``files`` table records it (a file it does not name: of no size that can match)."""
+    entry = table.get(path) or {}
+    return ParentFile(path, entry.get("bytes", -1), entry.get("sha256", ""), entry.get("version", ""))
+
+
 def files_to_check(shards: Iterable[ParentShard], table: Dict[str, dict]) -> List[ParentFile]:
     """Every file of ``shards`` a re-run would keep: each shard and its side files, with their table entries."""
-    out = []
-    for shard in shards:
-        for path in (shard.path, shard.keys, shard.class_index):
-            if path:
-                entry = table.get(path) or {}
-                out.append(ParentFile(path, entry.get("bytes", -1), entry.get("sha256", ""), entry.get("version", "")))
-    return out
+    return [expected_file(path, table) for shard in shards
+            for path in (shard.path, shard.keys, shard.class_index) if path]
 
 
 def version_size(version: str) -> int:

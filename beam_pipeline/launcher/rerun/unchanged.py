@@ -14,7 +14,6 @@ The first difference stops the look, and the pipeline runs as it would have. Mem
 """
 
 import collections
-import concurrent.futures
 import dataclasses
 import functools
 import hashlib
@@ -28,12 +27,13 @@ from beam_pipeline.core import paths
 from beam_pipeline.core.records import FILTERED, Outcome, PairRef
 from beam_pipeline.core.rerun import parent as parent_rules
 from beam_pipeline.core.rerun import unchanged as rules
+from beam_pipeline.io.ahead import mapped_ahead
 from beam_pipeline.launcher import launch
 from beam_pipeline.launcher.commit import OutputRun, read_manifest
 from beam_pipeline.launcher.rerun.parent import look_at
 from beam_pipeline.stages import pairs
 from beam_pipeline.stages.specs import CLASS_FOLDERS, LISTING
-from beam_pipeline.stages.validate import pre_key
+from beam_pipeline.stages.validate import pre_key, versions_of
 
 WORKERS = 16          # batches of pairs looked at at once on gs:// and s3:// (a metadata request a file)
 BATCH = 256           # pairs a batch
@@ -96,8 +96,7 @@ def _remote(config) -> bool:
 def _published_files(output: str, previous: dict) -> Tuple[Optional[str], int, int]:
     """(the first problem of a file the version publishes, or None; files looked at; of which hashed)."""
     table = previous.get("files") or {}
-    to_check = [parent_rules.ParentFile(path, entry.get("bytes", -1), entry.get("sha256", ""),
-                                        entry.get("version", "")) for path, entry in sorted(table.items())]
+    to_check = [parent_rules.expected_file(path, table) for path in sorted(table)]
     looked = look_at(output, to_check)
     hashed = sum(1 for _, size in looked if size)
     for expected, (verdict, _) in zip(to_check, looked):
@@ -107,8 +106,7 @@ def _published_files(output: str, previous: dict) -> Tuple[Optional[str], int, i
 
 
 def _tokens(batch: List[PairRef]) -> List[Tuple[int, ...]]:
-    return [rules.pair_token(ref.key, ref.label, (pre_key(ref.image), pairs.mask_version(ref, pre_key)))
-            for ref in batch]
+    return [rules.pair_token(ref.key, ref.label, versions_of(ref)) for ref in batch]
 
 
 def _selected(config, split, discovered: collections.Counter, filtered: collections.Counter) -> Iterator[PairRef]:
@@ -145,27 +143,15 @@ def _look_at_input(config, split, previous: dict) -> Optional[str]:
     discovered, filtered = collections.Counter(), collections.Counter()
     tally, most = rules.Tally(), previous["lineage"]["inputs"]["pairs"]
     batches = _batches(_selected(config, split, discovered, filtered))
-    if _remote(config):
-        with concurrent.futures.ThreadPoolExecutor(max_workers=WORKERS) as pool:
-            pending = collections.deque()
-            for batch in batches:
-                pending.append(pool.submit(_tokens, batch))
-                while len(pending) > 2 * WORKERS:
-                    for token in pending.popleft().result():
-                        tally.add(token)
-                if tally.pairs > most:
-                    break
-            for future in pending:
-                for token in future.result():
-                    tally.add(token)
+    if _remote(config):             # a metadata request a file: WORKERS batches at once
+        token_lists = (tokens for _, tokens in mapped_ahead(_tokens, batches, WORKERS, 2 * WORKERS))
     else:
-        for batch in batches:
-            for token in _tokens(batch):
-                tally.add(token)
-            if tally.pairs > most:
-                break
-    if tally.pairs > most:
-        return f"more than the {most:,} pairs validated before"
+        token_lists = map(_tokens, batches)
+    for tokens in token_lists:
+        for token in tokens:
+            tally.add(token)
+        if tally.pairs > most:
+            return f"more than the {most:,} pairs validated before"
     return rules.inputs_moved(previous, tally, discovered["all"], filtered)
 
 
