@@ -222,14 +222,16 @@ def process_tree(root_pid: int) -> dict[str, tuple[int, float, int]]:
 
 
 def process_role(pid: str, root_pid: int) -> str:
-    """``launcher`` (the process run), ``sdk_worker`` (Beam's SDK worker processes), or ``other``."""
+    """``launcher`` (the process run), ``sdk_worker`` (Beam's SDK worker processes: started by Beam's engine, or
+    by the launcher's warm pool and its clients, beam_pipeline/launcher/warm_workers.py), or ``other``."""
     if pid == str(root_pid):
         return "launcher"
     try:
         command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
         return "other"
-    return "sdk_worker" if "sdk_worker_main" in command else "other"
+    workers = ("sdk_worker_main", "beam_pipeline.launcher.warm_workers")
+    return "sdk_worker" if any(name in command for name in workers) else "other"
 
 
 class TreeSampling(threading.Thread):

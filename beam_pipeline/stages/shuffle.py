@@ -6,7 +6,8 @@ the bytes of ``core.records.pack``. Two kinds of boundary carry records from sta
 * :class:`GroupPackedByKey`: ``(key, record)`` grouped by key (also what spreads the pairs over the
   workers before validation: grouped by verdict bucket, stages/validate.py), from one input or several;
 * :class:`Materialize`: the same records, for a consumer that waits on a side input (the stage
-  cannot start before the side input is complete, so its main input is held until then).
+  cannot start before the side input is complete, so its main input is held until then), or several
+  inputs' records flattened.
 
 How they are moved is the ShuffleSpec's choice (``--shuffle``). ``beam``: Beam's GroupByKey, and
 nothing for Materialize; the right choice where the runner's shuffle keeps its data
@@ -230,19 +231,34 @@ class GroupPackedByKey(beam.PTransform):
 
 class Materialize(beam.PTransform):
     """``records | Materialize(ShuffleSpec())``: the same records; with files, held in them (only their
-    paths cross the runner) for a consumer that waits on a side input."""
+    paths cross the runner) for a consumer that waits on a side input.
+
+    ``(a, b, ...) | Materialize(ShuffleSpec())`` is their Flatten without the Flatten's stage: with files, each
+    input is packed and written where it is made and only the paths are flattened. A Flatten of the records
+    themselves would hold every one of them in the launcher's memory on Beam's DirectRunner engine
+    (docs/scale.md); with ``beam`` it is that Flatten, which a runner that spills keeps on disk."""
 
     def __init__(self, spec: ShuffleSpec = ShuffleSpec()):
         super().__init__()
         self._spec = spec
 
     def expand(self, records):
+        several = isinstance(records, (tuple, list))
         if self._spec.folder is None:
-            return records
-        return (records
-                | "Pack" >> beam.Map(packed)
-                | "WriteFile" >> beam.ParDo(_WriteFileFn(self._spec, uuid.uuid4().hex))
-                # path of each bundle's file
+            return records | "AllInputs" >> beam.Flatten() if several else records
+        name = uuid.uuid4().hex
+        if several:
+            files = (tuple(pcoll
+                           | f"Pack{i}" >> beam.Map(packed)
+                           | f"WriteFile{i}" >> beam.ParDo(_WriteFileFn(self._spec, name))
+                           for i, pcoll in enumerate(records))
+                     | "AllFiles" >> beam.Flatten())
+        else:
+            files = (records
+                     | "Pack" >> beam.Map(packed)
+                     | "WriteFile" >> beam.ParDo(_WriteFileFn(self._spec, name)))
+        # path of each bundle's file
+        return (files
                 | "SpreadFiles" >> beam.Reshuffle()
                 # the stage break: the records stay in their files until their consumer reads them
                 | "ReadFile" >> beam.ParDo(_ReadFileFn())

@@ -214,6 +214,44 @@ def test_several_inputs_grouped_together_are_the_groups_of_their_flatten(tmp_pat
     assert [path for path in folder.rglob("*") if path.is_file()] == []
 
 
+@pytest.mark.parametrize("through_files", [True, False])
+def test_several_inputs_held_together_are_their_flatten_and_never_cross_the_runner(tmp_path, monkeypatch,
+                                                                                   through_files):
+    """Two inputs made in different stages, held by one Materialize, are the records of their Flatten, through files
+    or not. Through files, no bundle the runner hands a worker carries the records themselves (only paths): a
+    Flatten's stage, the control, hands one worker every record at once, which Beam's DirectRunner engine holds in
+    the launcher's memory (docs/scale.md)."""
+    from apache_beam.runners.portability.fn_api_runner import fn_runner
+
+    from beam_pipeline.stages.shuffle import Materialize
+    sent = {}
+    send = fn_runner.BundleManager._send_input_to_worker
+
+    def counted(manager, bundle_id, transform_id, byte_streams):
+        byte_streams = list(byte_streams)
+        sent[transform_id] = max(sent.get(transform_id, 0), sum(len(chunk) for chunk in byte_streams))
+        return send(manager, bundle_id, transform_id, byte_streams)
+
+    monkeypatch.setattr(fn_runner.BundleManager, "_send_input_to_worker", counted)
+    records = [PairRef(key=f"k{i}", source_id=f"s{i}" + "x" * 1000, image=f"/i/{i}.png", split="train")
+               for i in range(300)]
+    folder = tmp_path / "shuffle"
+    shuffle = ShuffleSpec(folder=str(folder), buckets=4) if through_files else ShuffleSpec()
+    with TestPipeline(runner="DirectRunner") as p:
+        a = p | "First" >> beam.Create(records[:200]) | "Reshuffled" >> beam.Reshuffle()
+        b = p | "Second" >> beam.Create(records[200:])
+        held = (a, b) | "Held" >> Materialize(shuffle)
+        assert_that(held | "HeldKeys" >> beam.Map(lambda r: r.key), equal_to([r.key for r in records]))
+        flattened = (p | "Third" >> beam.Create(records[:200]) | "Again" >> beam.Reshuffle(),
+                     p | "Fourth" >> beam.Create(records[200:])) | "Control" >> beam.Flatten()
+        _ = flattened | "Used" >> beam.Map(lambda r: r.key)
+    held_sends = [size for transform, size in sent.items() if transform.startswith("Held/")]
+    assert max(sent[transform] for transform in sent if transform.startswith("Control")) > 300 * 1000
+    if through_files:
+        assert held_sends and max(held_sends) < 300 * 1000 / 10, sent
+    assert [path for path in folder.rglob("*") if path.is_file()] == []
+
+
 def test_counts_that_do_not_reconcile_at_publishing_end_the_run_with_one_line(tmp_path):
     """PublishOutputs fed inputs whose counts do not add up (ten discovered, nothing accounted for) leaves
     no pending manifest, and the launcher's read of the result is one RunFailed line naming the counts."""

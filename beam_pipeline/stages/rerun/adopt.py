@@ -35,7 +35,7 @@ from beam_pipeline.core.sharding import shard_file_name
 from beam_pipeline.io import stores
 from beam_pipeline.stages import worker
 from beam_pipeline.stages.shard_files import ShardSideFiles
-from beam_pipeline.stages.shuffle import GroupPackedByKey
+from beam_pipeline.stages.shuffle import GroupPackedByKey, Materialize
 from beam_pipeline.stages.specs import AdoptSpec, ShuffleSpec
 
 SHARDS_TAG, COUNTS_TAG = "shards", "counts"
@@ -188,6 +188,7 @@ class AdoptKilledSpill(beam.PTransform):
                        AdoptFileFn(spec), files=beam.pvalue.AsSingleton(files),
                        refusals=beam.pvalue.AsList(self._refusals)).with_outputs(SHARDS_TAG, COUNTS_TAG, main="pairs"))
         # ValidPair of a file not adopted | ShardInfo of an adopted file | ("adopted", n)
-        to_write = (others, adopted.pairs) | "StillToWrite" >> beam.Flatten()
+        to_write = (others, adopted.pairs) | "StillToWrite" >> Materialize(self._shuffle)
+        # ValidPair still to write, flattened through files: a Flatten would hold them all in the runner
         return to_write, adopted[SHARDS_TAG], adopted[COUNTS_TAG]
 

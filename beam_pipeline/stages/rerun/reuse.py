@@ -30,7 +30,7 @@ from beam_pipeline.core.records import Outcome, ShardTally, ValidPair
 from beam_pipeline.core.rerun import versions
 from beam_pipeline.io import files
 from beam_pipeline.stages.shard_files import content_of
-from beam_pipeline.stages.shuffle import GroupPackedByKey
+from beam_pipeline.stages.shuffle import GroupPackedByKey, Materialize
 from beam_pipeline.stages.specs import ShuffleSpec
 
 WRITE_TAG, DELETED_TAG, COUNTS_TAG, COMPACTED_TAG, LOST_TAG = "write", "deleted", "counts", "compacted", "lost"
@@ -185,7 +185,8 @@ class KeepParentRecords(beam.PTransform):
         counts = ((decided[COUNTS_TAG], versioned[COUNTS_TAG],
                    pairs.pipeline | "DroppedGroups" >> beam.Create([(DELETED, dropped)] if dropped else []))
                   | "AllCounts" >> beam.Flatten())
-        to_write = ((decided[WRITE_TAG], versioned[COMPACTED_TAG], rewritten) | "ToWrite" >> beam.Flatten())
+        to_write = ((decided[WRITE_TAG], versioned[COMPACTED_TAG], rewritten) | "ToWrite" >> Materialize(self._shuffle))
+        # ValidPair to write, flattened through files: a Flatten would hold them all in the runner
         return to_write, versioned.kept, counts, decided[LOST_TAG]
 
 
