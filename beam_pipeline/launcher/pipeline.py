@@ -16,6 +16,7 @@ from beam_pipeline.core.layouts import LAYOUTS, described
 from beam_pipeline.core.masks.report import border_warnings, edge_tally
 from beam_pipeline.core.rerun.versions import ParentSpec
 from beam_pipeline.core.selection import SplitSpec
+from beam_pipeline.io.cache import spill as spill_store
 from beam_pipeline.launcher import launch, memory, runners, watch
 from beam_pipeline.launcher.rerun.cache import claim_cache, collect_cache
 from beam_pipeline.launcher.rerun.parent import checked_parent, without_damaged
@@ -164,11 +165,11 @@ def build_pipeline(p: beam.Pipeline, config: CorpusConfig, split_spec: SplitSpec
         to_write = balanced
         kept = p | "NoKeptShards" >> beam.Create([])
         version_counts = p | "NoVersionCounts" >> beam.Create([])
-    if cache.folder is not None:
-        to_write, adopted, adopted_counts = to_write | "AdoptKilledSpill" >> AdoptKilledSpill(
-            config.adopt_spec(data_dir, cache), refusals, shuffle)
+    adopt = config.adopt_spec(data_dir, cache) if cache.folder is not None else None
+    if adopt is not None and adopt.enabled and spill_store.local_spill_left(cache.folder):
+        to_write, adopted, adopted_counts = to_write | "AdoptKilledSpill" >> AdoptKilledSpill(adopt, refusals, shuffle)
         # ValidPair to write | ShardInfo of a killed run's spill file adopted as a shard | ("adopted", n)
-    else:
+    else:                   # no killed run's spill file to adopt (or a cache that adopts none): no step for it
         adopted = p | "NoAdoptedShards" >> beam.Create([])
         adopted_counts = p | "NoAdoptedCounts" >> beam.Create([])
     written, changed = to_write | "WriteShards" >> WriteShards(config.write_spec(data_dir), refusals, shuffle)

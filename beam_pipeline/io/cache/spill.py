@@ -139,6 +139,19 @@ def _free_bytes(folder: str) -> Optional[int]:
     return info.f_bavail * info.f_frsize
 
 
+def local_spill_left(folder: str) -> bool:
+    """Whether the local spill folder of the cache ``folder`` holds a file: what a run killed before its commit
+    leaves (a commit collects every spill), and the only files a re-run can adopt (stages/rerun/adopt.py). Asked
+    at launch, under the output's lock, before this run spills anything; a cache on gs:// or s3:// adopts nothing."""
+    if paths.split_scheme(folder)[0]:
+        return False
+    try:
+        with os.scandir(paths.join(folder, SPILL_DIR)) as entries:
+            return any(entry.is_file() for entry in entries)
+    except OSError:
+        return False
+
+
 class ProcessSpill:
     """This process's local spill files for one run: one open file per split, a new one once a file holds
     ``file_bytes``; entries are appended whole under a lock, so a file is a sequence of framed records.
