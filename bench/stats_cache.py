@@ -80,7 +80,7 @@ def _batches(pipeline, name: str, rows: list[dict], source):
     from beam_pipeline.stages.stats import MAX_BATCH, ToRecordBatchFn
     chunks = [rows[start:start + MAX_BATCH] for start in range(0, len(rows), MAX_BATCH)]
     return (pipeline | f"Create{name}" >> beam.Create(chunks, reshuffle=False)
-            | f"ToRecordBatches{name}" >> beam.ParDo(ToRecordBatchFn(TASK, source.ArrowSchema())))
+            | f"ToRecordBatches{name}" >> beam.ParDo(ToRecordBatchFn(source.ArrowSchema())))
 
 
 def summaries_case(rows: list[dict], output: Path, temp: Path) -> float:

@@ -134,7 +134,7 @@ def build_pipeline(p: beam.Pipeline, config: CorpusConfig, split_spec: SplitSpec
     if config.compute_stats:
         from beam_pipeline.stages.stats import ComputeStats  # TensorFlow is imported only when it is needed.
         stats, transform_written = unique | runners.STATISTICS_STEP >> ComputeStats(config.stats_spec(data_dir),
-                                                                                  temp_dir)
+                                                                                  temp_dir, shuffle)
         # stats dict (train split, from tf.Transform) | paths of the written transform output
     else:
         stats = p | "NoStats" >> beam.Create([{}])

@@ -22,7 +22,7 @@ from beam_pipeline.launcher import warm_workers
 from beam_pipeline.launcher.config import CorpusConfig
 from beam_pipeline.launcher.options import CorpusOptions, CorpusOptionsError
 from beam_pipeline.stages.leakage.components import ROUNDS
-from beam_pipeline.stages.specs import CLASS_FOLDERS, LISTING
+from beam_pipeline.stages.specs import CLASS_FOLDERS, LISTING, STATISTICS_ROWS_STEP
 
 _LOG = logging.getLogger(__name__)
 STATISTICS_STEP = "ComputeStats"            # the pipeline's tf.Transform step: run by the launcher on the DirectRunner
@@ -148,13 +148,17 @@ def statistics_in_the_launcher(pipeline_proto) -> int:
     imported them again for the statistics' bundles, 2.4 s of CPU and about 600 MB each, while three processes
     competed for two cores at the start of the run (docs/benchmarks.md, Fast start). Beam's engine runs the stages
     of an embedded environment in the process that runs the pipeline; it fuses only transforms of one environment
-    together, and passes the elements between them as between any two stages. The other runners are not
-    concerned: this is the DirectRunner's engine only.
+    together, and passes the elements between them as between any two stages. So the step's first part,
+    ``STATISTICS_ROWS_STEP`` (the train pairs' rows, written to files), stays in the workers that make the pairs:
+    only the files' paths pass to the launcher, not a row a pair. The other runners are not concerned: this is
+    the DirectRunner's engine only.
     """
     from apache_beam.portability import python_urns
     components = pipeline_proto.components
+    stays = f"{STATISTICS_STEP}/{STATISTICS_ROWS_STEP}/"
     moved = [transform for transform in components.transforms.values()
-             if transform.unique_name.startswith(STATISTICS_STEP + "/") and transform.environment_id
+             if transform.unique_name.startswith(STATISTICS_STEP + "/") and not transform.unique_name.startswith(stays)
+             and transform.environment_id
              and components.environments[transform.environment_id].urn == python_urns.SUBPROCESS_SDK]
     if moved:
         launcher = components.environments[LAUNCHER_ENVIRONMENT]

@@ -7,7 +7,8 @@ the bytes of ``core.records.pack``. Two kinds of boundary carry records from sta
   workers before validation: grouped by verdict bucket, stages/validate.py), from one input or several;
 * :class:`Materialize`: the same records, for a consumer that waits on a side input (the stage
   cannot start before the side input is complete, so its main input is held until then), or several
-  inputs' records flattened.
+  inputs' records flattened. Its two halves, :class:`HoldRecords` and :class:`ReadHeldRecords`, serve a
+  consumer that runs in another environment than the records' maker.
 
 How they are moved is the ShuffleSpec's choice (``--shuffle``). ``beam``: Beam's GroupByKey, and
 nothing for Materialize; the right choice where the runner's shuffle keeps its data
@@ -229,6 +230,30 @@ class GroupPackedByKey(beam.PTransform):
                 | "Unpack" >> beam.Map(_unpack_values))
 
 
+def _held_in_files(records, spec: ShuffleSpec):
+    """Each input's records packed and written to a file per bundle, in the stage that makes them -> the files'
+    paths (one input, or several flattened: only paths cross the Flatten)."""
+    name = uuid.uuid4().hex
+    if isinstance(records, (tuple, list)):
+        return (tuple(pcoll
+                      | f"Pack{i}" >> beam.Map(packed)
+                      | f"WriteFile{i}" >> beam.ParDo(_WriteFileFn(spec, name))
+                      for i, pcoll in enumerate(records))
+                | "AllFiles" >> beam.Flatten())
+    return (records
+            | "Pack" >> beam.Map(packed)
+            | "WriteFile" >> beam.ParDo(_WriteFileFn(spec, name)))
+
+
+def _read_held(files):
+    """Paths of held records -> the records, read in the stage that consumes them."""
+    return (files
+            | "SpreadFiles" >> beam.Reshuffle()
+            # the stage break: the records stay in their files until their consumer reads them
+            | "ReadFile" >> beam.ParDo(_ReadFileFn())
+            | "Unpack" >> beam.Map(unpack))
+
+
 class Materialize(beam.PTransform):
     """``records | Materialize(ShuffleSpec())``: the same records; with files, held in them (only their
     paths cross the runner) for a consumer that waits on a side input.
@@ -246,20 +271,30 @@ class Materialize(beam.PTransform):
         several = isinstance(records, (tuple, list))
         if self._spec.folder is None:
             return records | "AllInputs" >> beam.Flatten() if several else records
-        name = uuid.uuid4().hex
-        if several:
-            files = (tuple(pcoll
-                           | f"Pack{i}" >> beam.Map(packed)
-                           | f"WriteFile{i}" >> beam.ParDo(_WriteFileFn(self._spec, name))
-                           for i, pcoll in enumerate(records))
-                     | "AllFiles" >> beam.Flatten())
-        else:
-            files = (records
-                     | "Pack" >> beam.Map(packed)
-                     | "WriteFile" >> beam.ParDo(_WriteFileFn(self._spec, name)))
-        # path of each bundle's file
-        return (files
-                | "SpreadFiles" >> beam.Reshuffle()
-                # the stage break: the records stay in their files until their consumer reads them
-                | "ReadFile" >> beam.ParDo(_ReadFileFn())
-                | "Unpack" >> beam.Map(unpack))
+        return _read_held(_held_in_files(records, self._spec))
+        # the records, read by their consumer's stage
+
+
+class HoldRecords(beam.PTransform):
+    """``held = records | HoldRecords(ShuffleSpec())``: Materialize's first half, for a consumer that runs in
+    another environment (the DirectRunner's statistics run in the launcher, launcher/runners.py): with files,
+    the records are written where they are made and ``held`` is the files' paths; with ``beam``, the records.
+    ``held | ReadHeldRecords(spec)``, applied in the consumer's environment, gives them back."""
+
+    def __init__(self, spec: ShuffleSpec = ShuffleSpec()):
+        super().__init__()
+        self._spec = spec
+
+    def expand(self, records):
+        return records if self._spec.folder is None else _held_in_files(records, self._spec)
+
+
+class ReadHeldRecords(beam.PTransform):
+    """``records = held | ReadHeldRecords(ShuffleSpec())``: Materialize's second half (see HoldRecords)."""
+
+    def __init__(self, spec: ShuffleSpec = ShuffleSpec()):
+        super().__init__()
+        self._spec = spec
+
+    def expand(self, held):
+        return held if self._spec.folder is None else _read_held(held)

@@ -26,6 +26,7 @@ PAIRED = "paired"                    # image and mask folders joined by --mask_t
 CLASS_FOLDERS = "class_folders"      # one sub-folder per class (classification)
 LAYOUT = "layout"                    # a public dataset's folder as it ships (--layout: core/layouts.py)
 DEFAULT_MAX_FILE_BYTES = 256 * 1024 * 1024
+STATISTICS_ROWS_STEP = "TrainRows"   # ComputeStats' part that runs where the pairs are made (launcher/runners.py)
 REJECTED_TAG = "rejected"            # every composite's output of Outcomes (rejects, duplicates, filtered)
 
 

@@ -1,8 +1,13 @@
 """ComputeStats: exact train-split statistics with tf.Transform.
 
 Input: unique ValidPair. The train pairs' summaries (core.stats.summary_values:
-no pixels, the encoded bytes left empty) are batched straight into Arrow record
-batches of the raw schema, the input of ``tft_beam.AnalyzeDataset``. Outputs:
+no pixels, the encoded bytes left empty) are batched into Arrow record batches
+of the raw schema, the input of ``tft_beam.AnalyzeDataset``. The analysis waits
+on a side input (the graph tf.Transform traces), so its input is held until
+then: the summaries are held in files where they are made (stages/stats_rows.py,
+the step ``STATISTICS_ROWS_STEP``, which stays on the workers when the
+DirectRunner runs the rest of the statistics in the launcher), and only the
+files' paths wait in the runner. Outputs:
 
 * ``<version folder>/transform/``: ``transform_fn/``, ``transformed_metadata/`` and the
   raw ``metadata/``, which ``tft.TFTransformOutput`` loads. tf.Transform writes
@@ -30,21 +35,17 @@ from tfx_bsl.public import tfxio
 
 from beam_pipeline import phases
 from beam_pipeline.core import layout, paths
-from beam_pipeline.core.records import ValidPair
 from beam_pipeline.core.runners import tensorflow_can_write
-from beam_pipeline.core.selection import TRAIN
-from beam_pipeline.core.stats import build_stats, summary_values
+from beam_pipeline.core.stats import build_stats
 from beam_pipeline.io import streams
 from beam_pipeline.stages.preprocessing import (NORMALISATION, SCALAR_TOTALS, STATS_PREFIX, bound_preprocessing_fn,
                                                 raw_feature_spec)
-from beam_pipeline.stages.specs import StatsSpec
+from beam_pipeline.stages.shuffle import ReadHeldRecords
+from beam_pipeline.stages.specs import STATISTICS_ROWS_STEP, ShuffleSpec, StatsSpec
+from beam_pipeline.stages.stats_rows import TrainRows
 
 _TELEMETRY = ["beam_pipeline", "ComputeStats"]
 MAX_BATCH = 1000        # summaries per record batch
-
-
-def _is_train(pair: ValidPair) -> bool:
-    return pair.ref.split == TRAIN
 
 
 def empty_values(spec: dict) -> dict:
@@ -57,15 +58,14 @@ def empty_values(spec: dict) -> dict:
 
 
 class ToRecordBatchFn(beam.DoFn):
-    """[ValidPair, ...] (or [raw row dict, ...]) -> one pyarrow.RecordBatch of the raw schema."""
+    """[raw row dict, ...] -> one pyarrow.RecordBatch of the raw schema."""
 
-    def __init__(self, task: str, arrow_schema: pa.Schema):
-        self._task = task
+    def __init__(self, arrow_schema: pa.Schema):
         self._schema = arrow_schema
 
     def process(self, batch):
         phases.reached(phases.STATISTICS)
-        rows = [row if isinstance(row, dict) else summary_values(row, self._task) for row in batch]
+        rows = list(batch)
         columns = [pa.array([row[field.name] for row in rows], type=field.type) for field in self._schema]
         yield pa.RecordBatch.from_arrays(columns, schema=self._schema)
 
@@ -115,12 +115,14 @@ class CopyTransformOutputFn(beam.DoFn):
 
 
 class ComputeStats(beam.PTransform):
-    """``stats, written = unique_pairs | ComputeStats(StatsSpec(data_dir, task, num_classes, ...), temp_dir)``."""
+    """``stats, written = unique_pairs | ComputeStats(StatsSpec(data_dir, task, num_classes, ...), temp_dir,
+    ShuffleSpec())``."""
 
-    def __init__(self, spec: StatsSpec, temp_dir: str):
+    def __init__(self, spec: StatsSpec, temp_dir: str, shuffle: ShuffleSpec = ShuffleSpec()):
         super().__init__()
         self._spec = spec
         self._temp_dir = temp_dir
+        self._shuffle = shuffle
 
     def expand(self, pairs):
         spec = self._spec
@@ -129,15 +131,19 @@ class ComputeStats(beam.PTransform):
         # Only for the Arrow schema and tensor representations TFXIO derives from the feature spec; nothing is
         # read through it.
         source = tfxio.TFExampleBeamRecord(physical_format="inmem", telemetry_descriptors=_TELEMETRY, schema=schema)
-        to_batches = ToRecordBatchFn(spec.task, source.ArrowSchema())
+        to_batches = ToRecordBatchFn(source.ArrowSchema())
         stage = local_stage(spec.data_dir, self._temp_dir)
         output = layout.transform_dir(stage or spec.data_dir)
         temp_dir = os.path.join(stage, "tmp") if stage else self._temp_dir
         with tft_beam.Context(temp_dir=temp_dir, force_tf_compat_v1=False):
-            summaries = (pairs
-                         | "KeepTrainSplit" >> beam.Filter(_is_train)
+            held = pairs | STATISTICS_ROWS_STEP >> TrainRows(spec.task, self._shuffle)
+            # the train pairs' raw rows, in files until the analysis (which waits on its traced graph) reads them:
+            # the runner holds their paths, not a row a pair (docs/scale.md)
+            summaries = (held
+                         | "ReadTrainRows" >> ReadHeldRecords(self._shuffle)
+                         # raw row dict of a train pair
                          | "BatchSummaries" >> beam.BatchElements(max_batch_size=MAX_BATCH)
-                         # [ValidPair, ...]
+                         # [raw row dict, ...]
                          | "ToRecordBatches" >> beam.ParDo(to_batches))
                          # pyarrow.RecordBatch of the raw features, no pixels
             transform_fn = ((summaries, source.TensorAdapterConfig())
