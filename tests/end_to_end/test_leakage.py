@@ -19,12 +19,14 @@ import hashlib
 import json
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import tensorflow as tf
 
-from conftest import NUM_CLASSES, run_cli
+from conftest import NUM_CLASSES, ROOT, run_cli
 from tools.planted_copies import write_planted, write_sequences
 
 OPTIONS = ["--num_classes", str(NUM_CLASSES)]
@@ -234,3 +236,45 @@ def test_groups_the_listing_puts_in_two_splits_are_counted(corpus_dir, tmp_path)
     assert expected > 0
     assert f"warning: {expected} split groups (--split_group column:source) lie in two or more splits" in stdout
     shutil.rmtree(out)
+
+
+# A run in a fresh process whose engine records every bundle it hands a stage (Beam's own
+# BundleManager._send_input_to_worker, the path of every stage's input on the DirectRunner's engine).
+_HANDED = """
+import json, sys
+from apache_beam.runners.portability.fn_api_runner import fn_runner
+send, handed = fn_runner.BundleManager._send_input_to_worker, {}
+def recorded(manager, bundle_id, transform_id, byte_streams):
+    byte_streams = list(byte_streams)
+    handed.setdefault(transform_id, []).extend(bytes(chunk) for chunk in byte_streams)
+    return send(manager, bundle_id, transform_id, byte_streams)
+fn_runner.BundleManager._send_input_to_worker = recorded
+from beam_pipeline.launcher.pipeline import run
+result = run(sys.argv[2:])
+with open(sys.argv[1], "wb") as out:
+    for transform, chunks in handed.items():
+        out.write(transform.encode() + b"\\0" + b"".join(chunks) + b"\\0\\0")
+print(json.dumps(result["counts"]))
+"""
+
+
+def test_no_stage_is_handed_a_record_a_pair(planted, tmp_path):
+    """What the runner hands its stages is paths, counts and tallies, never a record per pair: Beam's
+    DirectRunner engine holds every stage's input in the launcher's memory (docs/scale.md). Measured by the
+    image names found in the bytes handed to stages, with grouping, statistics and balancing on: only the
+    closest cross-split pairs of the leakage tallies (summary.CLOSEST) may name images."""
+    from beam_pipeline.core.leakage.summary import CLOSEST
+    folder, listing, _, _ = planted
+    out, handed = tmp_path / "out", tmp_path / "handed.bin"
+    completed = subprocess.run([sys.executable, "-c", _HANDED, str(handed), "--input", str(listing),
+                                "--output", str(out), *OPTIONS], cwd=ROOT, capture_output=True, text=True,
+                               timeout=600)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    counts = json.loads(completed.stdout.strip().splitlines()[-1])
+    with open(listing, newline="") as handle:
+        names = [row["image"].encode() for row in csv.DictReader(handle)]
+    assert counts["written"] == len(names) > 200
+    data = handed.read_bytes()
+    assert len(data) > 10_000                                  # the recording saw the run's stages
+    named = [name for name in names if name in data]
+    assert len(named) <= 4 * CLOSEST, (len(named), len(names))

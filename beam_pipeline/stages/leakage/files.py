@@ -10,6 +10,8 @@ import apache_beam as beam
 from beam_pipeline.core import layout, paths
 from beam_pipeline.core.hashing import stable_hash
 from beam_pipeline.io import files
+from beam_pipeline.stages.shuffle import GroupPackedByKey
+from beam_pipeline.stages.specs import ShuffleSpec
 
 PART_BUCKETS = 16
 _SALT = "leakage-lines"
@@ -45,10 +47,12 @@ class JoinPartsFn(beam.DoFn):
 
 
 class WriteSortedLines(beam.PTransform):
-    """``(path, entry) = lines | WriteSortedLines(output, version, name, data_dir)``: ``name`` in the version."""
+    """``(path, entry) = lines | WriteSortedLines(output, version, name, data_dir, ShuffleSpec())``: ``name`` in the
+    version."""
 
-    def __init__(self, output: str, version: str, name: str, data_dir: str):
+    def __init__(self, output: str, version: str, name: str, data_dir: str, shuffle: ShuffleSpec = ShuffleSpec()):
         super().__init__()
+        self._shuffle = shuffle
         self._output = output
         self._relative = f"{version}/{name}"
         self._folder = paths.join(layout.parts_dir(data_dir, "leakage"), name.replace("/", "_"))
@@ -56,7 +60,7 @@ class WriteSortedLines(beam.PTransform):
     def expand(self, lines):
         parts = (lines
                  | "ToBucket" >> beam.Map(_bucketed)
-                 | "GroupByBucket" >> beam.GroupByKey()
+                 | "GroupByBucket" >> GroupPackedByKey(self._shuffle)
                  | "WritePart" >> beam.ParDo(WritePartFn(self._folder)))
         # (bucket, path of its part)
         return (lines.pipeline

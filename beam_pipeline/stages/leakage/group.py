@@ -53,13 +53,12 @@ def _halves(pair):
     yield unit_b, (HALF, (a, b, distance, 1))
 
 
-class AssignSplitsFn(beam.DoFn):
-    """(unit, [(PAIR, ValidPair) | (LABEL, component) | (HALF, edge half), ...]) -> each ValidPair in its final split;
-    the halves of its near-duplicate pairs, named (HALF_TAG); (component, images) (SIZE_TAG); at the bundle's end,
-    the Tally of its units (TALLY_TAG: one element a bundle, not one a unit)."""
+class _TallyPerBundle(beam.DoFn):
+    """Merges its elements' Tallies per bundle and emits one at the bundle's end (TALLY_TAG), so that what reaches
+    AllTallies is a few elements, not one a pair or a component (a Flatten's input is held by Beam's
+    DirectRunner engine)."""
 
-    def __init__(self, spec: LeakageSpec):
-        self._spec = spec
+    def __init__(self):
         self._tally = summary.Tally()
 
     def start_bundle(self):
@@ -68,6 +67,16 @@ class AssignSplitsFn(beam.DoFn):
     def finish_bundle(self):
         tally, self._tally = self._tally, summary.Tally()
         yield beam.pvalue.TaggedOutput(TALLY_TAG, GlobalWindows.windowed_value(tally))
+
+
+class AssignSplitsFn(_TallyPerBundle):
+    """(unit, [(PAIR, ValidPair) | (LABEL, component) | (HALF, edge half), ...]) -> each ValidPair in its final split;
+    the halves of its near-duplicate pairs, named (HALF_TAG); (component, images) (SIZE_TAG); at the bundle's end,
+    the Tally of its units (TALLY_TAG: one element a bundle, not one a unit)."""
+
+    def __init__(self, spec: LeakageSpec):
+        super().__init__()
+        self._spec = spec
 
     def process(self, element):
         unit, values = element
@@ -120,17 +129,23 @@ def _joined_pair(element):
                                    (name_a, name_b), (key_a, key_b))
 
 
-def _line(element):
-    return element[0]
+class JoinHalvesFn(_TallyPerBundle):
+    """((a, b), [half, ...]) -> the pair's line of the pairs file; its Tally merged into the bundle's."""
+
+    def process(self, element):
+        for line, tally in _joined_pair(element):
+            self._tally.merge(tally)
+            yield line
 
 
-def _tally(element):
-    return element[1]
+class SizeTalliesFn(_TallyPerBundle):
+    """(component, [images of a unit, ...]) -> nothing; the component's size merged into the bundle's Tally."""
 
-
-def _size_tally(element) -> summary.Tally:
-    _, images = element
-    return summary.Tally(component_sizes={summary.size_bin(images): 1}, largest=images)
+    def process(self, element):
+        _, images = element
+        size = sum(images)
+        self._tally.merge(summary.Tally(component_sizes={summary.size_bin(size): 1}, largest=size))
+        return ()
 
 
 class MergeTallies(beam.CombineFn):
@@ -208,16 +223,19 @@ class GroupNearDuplicates(beam.PTransform):
                                                                                        main="pairs"))
         # ValidPair in its final split | ((a, b), named half) | Tally | (component, images)
         joined = (assigned[HALF_TAG]
-                  | "GroupHalves" >> beam.GroupByKey()
-                  | "JoinHalves" >> beam.FlatMap(_joined_pair))
-        # (pairs-file line, Tally) of each near-duplicate pair
-        pairs_file = joined | "PairLines" >> beam.Map(_line) | "WritePairsFile" >> WriteSortedLines(
-            spec.output, spec.version, index.pairs_file(), spec.data_dir)
+                  | "GroupHalves" >> GroupPackedByKey(self._shuffle)
+                  # ((a, b), [named half, ...])
+                  | "JoinHalves" >> beam.ParDo(JoinHalvesFn()).with_outputs(TALLY_TAG, main="lines"))
+        # pairs-file line of each near-duplicate pair | Tally of a bundle's pairs
+        pairs_file = joined.lines | "WritePairsFile" >> WriteSortedLines(
+            spec.output, spec.version, index.pairs_file(), spec.data_dir, self._shuffle)
         # (pairs file, its entry)
         sizes = (assigned[SIZE_TAG]
-                 | "ImagesPerComponent" >> beam.CombinePerKey(sum)
-                 | "SizeTallies" >> beam.Map(_size_tally))
-        tally = ((find_tallies, component_tally, assigned[TALLY_TAG], sizes, joined | "PairTallies" >> beam.Map(_tally))
+                 | "ImagesPerComponent" >> GroupPackedByKey(self._shuffle)
+                 # (component, [images of each of its units, ...])
+                 | "SizeTallies" >> beam.ParDo(SizeTalliesFn()).with_outputs(TALLY_TAG, main="none"))
+        # Tally of a bundle's component sizes
+        tally = ((find_tallies, component_tally, assigned[TALLY_TAG], sizes[TALLY_TAG], joined[TALLY_TAG])
                  | "AllTallies" >> beam.Flatten()
                  | "MergeTallies" >> beam.CombineGlobally(MergeTallies()))
         section = (pairs.pipeline
