@@ -36,6 +36,7 @@ from beam_pipeline.stages.signatures import cache_signatures
 from beam_pipeline.stages.validate import DeduplicatePairs, ValidatePairs
 from beam_pipeline.stages.leakage.drift import ProfileVersion
 from beam_pipeline.stages.leakage.group import GroupNearDuplicates
+from beam_pipeline.stages.shuffle import Materialize
 from beam_pipeline.stages.specs import CacheSpec, DriftSpec, LeakageSpec, ShuffleSpec
 from beam_pipeline.stages.write import WriteShards
 
@@ -111,7 +112,9 @@ def build_pipeline(p: beam.Pipeline, config: CorpusConfig, split_spec: SplitSpec
         sections = (leakage_section, unique | "ProfileVersion" >> ProfileVersion(drift))
         # ... and its profile and drift since the parent version, with their warnings
     early_rejects = ((unpaired, dropped, invalid)
-                     | "MergeEarlyOutcomes" >> beam.Flatten()
+                     | "MergeEarlyOutcomes" >> Materialize(shuffle)
+                     # rejected Outcome, each input written where it is made: a Flatten's stage would hold every
+                     # reject in the launcher (docs/scale.md)
                      | "EarlyStatusAndReason" >> beam.Map(_status_and_reason)
                      | "CountEarlyOutcomes" >> beam.combiners.Count.PerElement())
     early_counts = ((early_rejects, filtered)
@@ -177,7 +180,7 @@ def build_pipeline(p: beam.Pipeline, config: CorpusConfig, split_spec: SplitSpec
     shards = (written, kept, adopted) | "AllShards" >> beam.Flatten()
     # ShardInfo of every shard of the version: this run's and the parent's it keeps
     outcomes = ((unpaired, dropped, invalid, duplicates, changed)
-                | "MergeOutcomes" >> beam.Flatten())
+                | "MergeOutcomes" >> Materialize(shuffle))
     # Outcome: everything discovered and not written, but the inputs filtered out (counted in ``filtered``)
     real_stats = stats | "DropEmptyStats" >> beam.Filter(bool)
     lineage = ((settled, version_counts, adopted_counts) | "SettledAndVersioned" >> beam.Flatten()

@@ -261,20 +261,27 @@ print(json.dumps(result["counts"]))
 def test_no_stage_is_handed_a_record_a_pair(planted, tmp_path):
     """What the runner hands its stages is paths, counts and tallies, never a record per pair: Beam's
     DirectRunner engine holds every stage's input in the launcher's memory (docs/scale.md). Measured by the
-    image names found in the bytes handed to stages, with grouping, statistics and balancing on: only the
-    closest cross-split pairs of the leakage tallies (summary.CLOSEST) may name images."""
+    image names found in the bytes handed to stages, in a run with grouping, statistics and balancing on and
+    150 rows whose files are missing (rejects): only the closest cross-split pairs of the leakage tallies
+    (summary.CLOSEST) may name images, and no reject is named."""
     from beam_pipeline.core.leakage.summary import CLOSEST
     folder, listing, _, _ = planted
+    with open(listing, newline="") as handle:
+        names = [row["image"] for row in csv.DictReader(handle)]
+    missing = [f"images/missing_{index:04d}.jpg" for index in range(150)]
+    with_rejects = folder / "with_rejects.csv"             # beside the corpus, whose paths it names
+    shutil.copyfile(listing, with_rejects)
+    with open(with_rejects, "a", newline="") as handle:
+        csv.writer(handle).writerows((image, image.replace("images/", "masks/")) for image in missing)
     out, handed = tmp_path / "out", tmp_path / "handed.bin"
-    completed = subprocess.run([sys.executable, "-c", _HANDED, str(handed), "--input", str(listing),
-                                "--output", str(out), *OPTIONS], cwd=ROOT, capture_output=True, text=True,
-                               timeout=600)
+    completed = subprocess.run([sys.executable, "-c", _HANDED, str(handed), "--input", str(with_rejects),
+                                "--output", str(out), *OPTIONS, "--max_reject_fraction", "1"], cwd=ROOT,
+                               capture_output=True, text=True, timeout=600)
     assert completed.returncode == 0, completed.stderr[-3000:]
     counts = json.loads(completed.stdout.strip().splitlines()[-1])
-    with open(listing, newline="") as handle:
-        names = [row["image"].encode() for row in csv.DictReader(handle)]
-    assert counts["written"] == len(names) > 200
+    assert counts["written"] == len(names) > 200 and counts["rejected"]["total"] == len(missing)
     data = handed.read_bytes()
     assert len(data) > 10_000                                  # the recording saw the run's stages
-    named = [name for name in names if name in data]
+    named = [name for name in names if name.encode() in data]
     assert len(named) <= 4 * CLOSEST, (len(named), len(names))
+    assert [name for name in missing if name.encode() in data] == []
