@@ -212,7 +212,7 @@ def pairs_case(args, copies: Path) -> dict:
             out = args.workdir / "scale" / f"out_{pairs}"
             log(f"pairs case: {pairs:,} pairs (repeat {repeat + 1})")
             run = pipeline(first_rows(copies, pairs), out, args.workdir / "scale" / f"pairs_{pairs}_r{repeat}.log",
-                           not args.keep_page_cache)
+                           not args.keep_page_cache, args.pipeline_args.split())
             if not args.skip_trainer and pairs in (args.pairs[0], args.pairs[-1]):
                 log(f"trainer on the {pairs:,}-pair dataset")
                 run["trainer"] = first_step_seconds(out, args.workdir / "scale" / "job",
@@ -347,6 +347,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--listing_format", choices=("parquet", "csv"), default="parquet")
     parser.add_argument("--pairs", type=sizes, default=[2000, 4000, 100_000])
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--pipeline_args", default="",
+                        help="more options for every run of the pairs case, e.g. '--near_duplicates off'")
     parser.add_argument("--skip_listing", action="store_true")
     parser.add_argument("--skip_pairs", action="store_true")
     parser.add_argument("--skip_trainer", action="store_true")
