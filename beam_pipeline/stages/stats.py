@@ -65,8 +65,7 @@ class ToRecordBatchFn(beam.DoFn):
 
     def process(self, batch):
         phases.reached(phases.STATISTICS)
-        rows = list(batch)
-        columns = [pa.array([row[field.name] for row in rows], type=field.type) for field in self._schema]
+        columns = [pa.array([row[field.name] for row in batch], type=field.type) for field in self._schema]
         yield pa.RecordBatch.from_arrays(columns, schema=self._schema)
 
 
