@@ -179,6 +179,31 @@ def transform_output_problem(where: Placement, output: str, temp_location: Optio
 
 
 # --------------------------------------------------------------------------
+# The files shuffle's buckets
+# --------------------------------------------------------------------------
+# The files shuffle (stages/shuffle.py) writes a file per bucket for each bundle, and a worker groups one bucket in
+# memory. Each file costs the filesystem far more than its bytes: creating one took 0.3-0.7 ms of kernel time in a
+# run's SDK workers, against 0.04 ms on a quiet disk (docs/benchmarks.md, "Fewer files for the files shuffle"). A
+# corpus the launcher counted gets a bucket per SHUFFLE_BUCKET_PAIRS pairs (at least MIN_SHUFFLE_BUCKETS, for the
+# workers to share); one counted above SHUFFLE_COUNT_LIMIT, or not counted, gets MAX_SHUFFLE_BUCKETS, which keeps a
+# bucket small at any size. The buckets only say which worker groups which keys: the groups, and every output
+# byte, are the same for any number of them.
+SHUFFLE_BUCKET_PAIRS = 2000
+MIN_SHUFFLE_BUCKETS = 4
+MAX_SHUFFLE_BUCKETS = 256
+SHUFFLE_COUNT_LIMIT = 50_000
+
+
+def shuffle_buckets(expected_pairs: Optional[int], limit: int = SHUFFLE_COUNT_LIMIT) -> int:
+    """The files shuffle's buckets for a corpus of about ``expected_pairs`` pairs (None: not counted), counted no
+    further than ``limit``."""
+    if expected_pairs is None or expected_pairs > limit:
+        return MAX_SHUFFLE_BUCKETS
+    wanted = -(-expected_pairs // SHUFFLE_BUCKET_PAIRS)
+    return min(MAX_SHUFFLE_BUCKETS, max(MIN_SHUFFLE_BUCKETS, wanted))
+
+
+# --------------------------------------------------------------------------
 # The DirectRunner's engine
 # --------------------------------------------------------------------------
 # A corpus of at most this many pairs runs in the launcher's own process (Beam's in_memory engine); a larger

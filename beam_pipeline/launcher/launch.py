@@ -19,6 +19,7 @@ from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOpt
 
 from beam_pipeline.core import layout, paths
 from beam_pipeline.core.pairing import class_folder_classes
+from beam_pipeline.core.runners import MAX_SHUFFLE_BUCKETS
 from beam_pipeline.core.selection import SplitSpec, parse_split
 from beam_pipeline.io import folders, listing, stores
 from beam_pipeline.launcher.config import CorpusConfig, check_classes, to_config
@@ -170,22 +171,27 @@ def check_output(config: CorpusConfig) -> None:
         raise CorpusOptionsError(f"{output} already holds a manifest.json; use --overwrite to replace it")
 
 
-def shuffle_spec(options: PipelineOptions, config: CorpusConfig,
-                 data_dir: str) -> Tuple[ShuffleSpec, Optional[str]]:
-    """How records cross the shuffles (--shuffle), and a folder this run made for them that the launcher
-    removes after the run (None when there is none to remove: the version folder's own .tmp/ is
-    removed with it)."""
-    use_files = config.shuffle == "files" or (config.shuffle == "auto" and runners.is_direct(options))
-    if not use_files:
+def uses_files_shuffle(options: PipelineOptions, config: CorpusConfig) -> bool:
+    """Whether records cross the shuffles through files (--shuffle files, or auto on the DirectRunner)."""
+    return config.shuffle == "files" or (config.shuffle == "auto" and runners.is_direct(options))
+
+
+def shuffle_spec(options: PipelineOptions, config: CorpusConfig, data_dir: str,
+                 counted: Optional[runners.InputCount] = None) -> Tuple[ShuffleSpec, Optional[str]]:
+    """How records cross the shuffles (--shuffle; through files, in as many buckets as the input's count asks,
+    ``counted``: MAX_SHUFFLE_BUCKETS without it), and a folder this run made for them that the launcher removes
+    after the run (None when there is none to remove: the version folder's own .tmp/ is removed with it)."""
+    if not uses_files_shuffle(options, config):
         return ShuffleSpec(), None
+    buckets = counted.shuffle_buckets() if counted is not None else MAX_SHUFFLE_BUCKETS
     if not paths.split_scheme(data_dir)[0]:
-        return ShuffleSpec(folder=paths.join(layout.temp_dir(data_dir), "shuffle")), None
+        return ShuffleSpec(folder=paths.join(layout.temp_dir(data_dir), "shuffle"), buckets=buckets), None
     temp = options.view_as(GoogleCloudOptions).temp_location
     if not runners.is_direct(options) and temp:
-        return ShuffleSpec(folder=paths.join(temp, "shuffle", posixpath.basename(data_dir))), None
+        return ShuffleSpec(folder=paths.join(temp, "shuffle", posixpath.basename(data_dir)), buckets=buckets), None
     import tempfile
     made = tempfile.mkdtemp(prefix="beam_pipeline_shuffle_")
-    return ShuffleSpec(folder=made), made
+    return ShuffleSpec(folder=made, buckets=buckets), made
 
 
 def store_of(config: CorpusConfig, options):

@@ -15,6 +15,7 @@ from beam_pipeline.core.gates import (count_refusal, offending_values, reject_re
 from beam_pipeline.core.layouts import LAYOUTS, described
 from beam_pipeline.core.masks.report import border_warnings, edge_tally
 from beam_pipeline.core.rerun.versions import ParentSpec
+from beam_pipeline.core.runners import SHUFFLE_COUNT_LIMIT
 from beam_pipeline.core.selection import SplitSpec
 from beam_pipeline.io.cache import spill as spill_store
 from beam_pipeline.launcher import launch, memory, runners, watch
@@ -239,17 +240,19 @@ def run(argv: Optional[List[str]] = None) -> dict:
     found = unchanged.skipped(launched)
     if found is not None:
         return found
-    runners.apply_runner_defaults(argv, launched.options, config)
+    files_shuffle = launch.uses_files_shuffle(launched.options, config)
+    counted = runners.InputCount(config, at_least=SHUFFLE_COUNT_LIMIT if files_shuffle else 0)
+    runners.apply_runner_defaults(argv, launched.options, config, counted)
     runners.apply_worker_log_options(argv, launched.options)
     pool = runners.warm_pool(launched.options)   # workers importing while it is built
     try:
-        return _run_launched(launched, config)
+        return _run_launched(launched, config, counted)
     finally:
         if pool is not None:
             pool.close()
 
 
-def _run_launched(launched, config) -> dict:
+def _run_launched(launched, config, counted) -> dict:
     """run() once the engine is chosen (and its worker processes are starting)."""
     run_options = dict(config.as_dict(), runner=runners.runner_name(launched.options))
     started = time.monotonic()
@@ -258,7 +261,7 @@ def _run_launched(launched, config) -> dict:
     with OutputRun(store, config.output, config.overwrite, config.keep_versions) as output_run:
         data_dir = output_run.data_dir
         _LOG.info("Reading %s (%s, %s) into %s", config.input, _described(config), config.task, data_dir)
-        shuffle, made_for_shuffle = launch.shuffle_spec(launched.options, config, data_dir)
+        shuffle, made_for_shuffle = launch.shuffle_spec(launched.options, config, data_dir, counted)
         package_versions = launch.package_versions()
         cache_spec = config.cache_spec(output_run.run_id, package_versions, (output_run.previous or {}).get("run_id") or "")
         if config.cache_dir and config.use_cache:
@@ -273,7 +276,7 @@ def _run_launched(launched, config) -> dict:
             build_pipeline(p, config, launched.split, run_options, package_versions,
                            launch.temp_dir(launched.options, data_dir), data_dir, shuffle, cache_spec, parent,
                            rewritten, leakage_spec(config, launched.split, output_run.previous, data_dir,
-                                                     runners.component_rounds),
+                                                     lambda config: runners.component_rounds(config, counted)),
                            drift_spec(config, output_run.previous), runners.validation_threads(launched.options))
             with memory.frozen_for_the_run():          # what is built so far never scanned again, up to the commit
                 result = watch.run_and_watch(p, launched.options)     # a progress bar, lines, or where to watch

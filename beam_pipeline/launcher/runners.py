@@ -29,7 +29,33 @@ STATISTICS_STEP = "ComputeStats"            # the pipeline's tf.Transform step: 
 LAUNCHER_ENVIRONMENT = "beam_pipeline_launcher"
 
 
-def apply_runner_defaults(argv: List[str], options: PipelineOptions, config: CorpusConfig) -> None:
+class InputCount:
+    """The input's pairs, counted once for every question the launcher asks of its size (the engine, the files
+    shuffle's buckets, the components' rounds; :func:`expected_pairs`): a count made up to one limit answers any
+    question up to it. The first count goes at least as far as ``at_least`` (the files shuffle's buckets need
+    core/runners.SHUFFLE_COUNT_LIMIT), so that the questions after it do not count again."""
+
+    def __init__(self, config: CorpusConfig, at_least: int = 0):
+        self._config = config
+        self._at_least = at_least
+        self._limit: Optional[int] = None
+        self._count: Optional[int] = None
+
+    def at_most(self, limit: int) -> Optional[int]:
+        """About how many pairs the input holds, counted no further than ``limit + 1`` (or as far as an earlier
+        count went: a number above ``limit`` says "more"); None when unknown."""
+        if self._limit is None or (limit > self._limit and self._count is not None and self._count > self._limit):
+            self._limit = max(limit, self._at_least)
+            self._count = expected_pairs(self._config, self._limit)
+        return self._count
+
+    def shuffle_buckets(self) -> int:
+        """The files shuffle's buckets for this input (core/runners.shuffle_buckets)."""
+        return runners.shuffle_buckets(self.at_most(runners.SHUFFLE_COUNT_LIMIT))
+
+
+def apply_runner_defaults(argv: List[str], options: PipelineOptions, config: CorpusConfig,
+                          counted: Optional[InputCount] = None) -> None:
     """On the DirectRunner, run a small corpus in this process and a larger one in a worker process per core.
 
     Worker processes cost seconds to start but each pair costs less, because the Python parts of
@@ -46,7 +72,8 @@ def apply_runner_defaults(argv: List[str], options: PipelineOptions, config: Cor
         if given_workers is None:
             direct.direct_num_workers = 1 if direct.direct_running_mode == "in_memory" else os.cpu_count() or 1
         return
-    engine = runners.direct_engine(None if given_workers else expected_pairs(config, runners.SMALL_CORPUS_PAIRS),
+    counted = counted or InputCount(config)
+    engine = runners.direct_engine(None if given_workers else counted.at_most(runners.SMALL_CORPUS_PAIRS),
                                    os.cpu_count() or 1, given_workers,
                                    unit="images" if config.task == "classification" else "pairs")
     direct.direct_running_mode, direct.direct_num_workers = engine.running_mode, engine.num_workers
@@ -77,12 +104,12 @@ def expected_pairs(config: CorpusConfig, limit: int) -> Optional[int]:
         return None
 
 
-def component_rounds(config: CorpusConfig) -> int:
+def component_rounds(config: CorpusConfig, counted: Optional[InputCount] = None) -> int:
     """FindComponents' rounds for this input: 0 (its near-duplicate pairs joined by union-find in one worker) when it
     is counted at most --near_duplicates_one_worker_pairs pairs, else the Hash-to-Min rounds (stages/leakage/
     components.py). Outputs are the same either way; the count stops at the limit."""
     limit = config.near_duplicates_one_worker_pairs
-    pairs = expected_pairs(config, limit) if limit else None
+    pairs = (counted or InputCount(config)).at_most(limit) if limit else None
     return 0 if pairs is not None and pairs <= limit else ROUNDS
 
 

@@ -18,6 +18,7 @@ from beam_pipeline.core.leakage.groups import SplitGroupSpec
 from beam_pipeline.core.leakage.index import ParentIndex
 from beam_pipeline.core.leakage.phash import DEFAULT_RADIUS
 from beam_pipeline.core.leakage.splits import Policy
+from beam_pipeline.core.runners import MAX_SHUFFLE_BUCKETS
 from beam_pipeline.core.selection import SplitSpec
 
 # Input kinds (--input_format; "manifest" is accepted on the command line for LISTING).
@@ -99,7 +100,8 @@ class CacheSpec:
 class ShuffleSpec:
     """How records cross the shuffles (stages/shuffle.py): Beam's own, or files in ``folder``."""
     folder: Optional[str] = None             # None: Beam's Reshuffle and GroupByKey; a folder: through files
-    buckets: int = 256                       # files per bundle and shuffle; a worker groups one bucket at a time
+    buckets: int = MAX_SHUFFLE_BUCKETS       # files per bundle and shuffle; a worker groups one bucket at a time
+                                             # (fewer for a small corpus: core/runners.shuffle_buckets)
 
 
 @dataclasses.dataclass(frozen=True)

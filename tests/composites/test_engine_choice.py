@@ -1,9 +1,11 @@
-"""The DirectRunner's engine a run gets when its command line names none (launcher/runners.py).
+"""The DirectRunner's engine a run gets when its command line names none, and its files shuffle's buckets
+(launcher/runners.py, launcher/launch.py).
 
 A small corpus runs in the launcher's own process, a larger one, or one whose size is unknown, in an SDK
 worker process per core; the command line's own engine options win. The input is counted on real files
 (listings of each kind, folders) no further than the threshold, through the launcher's own resolution of
-the command line, without running a pipeline.
+the command line, without running a pipeline. The same count, made once, gives the files shuffle a bucket per
+2,000 pairs (at least 4) up to 50,000 pairs, and 256 above that or when the input is not counted.
 """
 
 import json
@@ -14,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 from apache_beam.options.pipeline_options import DirectOptions
 
-from beam_pipeline.core.runners import SMALL_CORPUS_PAIRS
+from beam_pipeline.core.runners import MAX_SHUFFLE_BUCKETS, SHUFFLE_COUNT_LIMIT, SMALL_CORPUS_PAIRS
 from beam_pipeline.io import folders, listing
 from beam_pipeline.launcher import launch, runners
 
@@ -109,3 +111,64 @@ def test_a_coco_annotation_file_is_not_counted_and_gets_worker_processes(tmp_pat
     annotations = tmp_path / "coco" / "annotations" / "instances_train2017.json"
     assert engine_for(tmp_path, "--input", annotations) == ("multi_processing", CORES)
     assert engine_for(tmp_path, "--input", tmp_path / "coco", "--layout", "coco") == ("multi_processing", CORES)
+
+
+def shuffle_for(tmp_path, *args):
+    """(the run's ShuffleSpec, the InputCount) as pipeline.run makes them, without running a pipeline."""
+    argv = [*map(str, args), "--output", str(tmp_path / "out")]
+    launched = launch.resolve(argv)
+    files = launch.uses_files_shuffle(launched.options, launched.config)
+    counted = runners.InputCount(launched.config, at_least=SHUFFLE_COUNT_LIMIT if files else 0)
+    runners.apply_runner_defaults(argv, launched.options, launched.config, counted)
+    spec, _ = launch.shuffle_spec(launched.options, launched.config, str(tmp_path / "out" / "v"), counted)
+    return spec, counted
+
+
+def test_the_files_shuffle_gets_a_bucket_per_2000_counted_pairs(tmp_path):
+    small, _ = shuffle_for(tmp_path, "--input", csv_listing(tmp_path, 20), "--num_classes", 8)
+    assert (small.folder is not None, small.buckets) == (True, 4)
+    larger, _ = shuffle_for(tmp_path, "--input", csv_listing(tmp_path, 12_345), "--num_classes", 8)
+    assert larger.buckets == 7
+    past, _ = shuffle_for(tmp_path, "--input", csv_listing(tmp_path, SHUFFLE_COUNT_LIMIT + 1), "--num_classes", 8)
+    assert past.buckets == MAX_SHUFFLE_BUCKETS
+
+
+def test_a_folder_and_a_coco_file_get_their_buckets_from_the_same_count(tmp_path):
+    for i in range(6):
+        for name in ("images", "masks"):
+            (tmp_path / "paired" / name).mkdir(parents=True, exist_ok=True)
+            (tmp_path / "paired" / name / f"{i}.png").write_bytes(b"x")
+    folder, _ = shuffle_for(tmp_path, "--input", tmp_path / "paired", "--mask_template", "masks/{relstem}.png",
+                            "--num_classes", 8)
+    assert folder.buckets == 4
+    from coco_corpora import write_instances
+    write_instances(tmp_path / "coco", 3)
+    coco, _ = shuffle_for(tmp_path, "--input", tmp_path / "coco" / "annotations" / "instances_train2017.json")
+    assert coco.buckets == MAX_SHUFFLE_BUCKETS              # not counted: as many buckets as a large corpus
+
+
+def test_the_input_is_counted_once_for_every_question(tmp_path):
+    """The engine, the buckets and the components' rounds ask the same count: rows added after it was made are
+    not seen by a later question within its limit (they would be, were the listing read again)."""
+    path = csv_listing(tmp_path, 3_000)
+    spec, counted = shuffle_for(tmp_path, "--input", path, "--num_classes", 8)
+    assert (counted.at_most(SMALL_CORPUS_PAIRS), spec.buckets) == (3_000, 4)
+    path.write_text(path.read_text() + "".join(f"images/x{i}.png,masks/x{i}.png\n" for i in range(7_000)))
+    config = launch.resolve(["--input", str(path), "--output", str(tmp_path / "out"), "--num_classes", "8"]).config
+    assert runners.component_rounds(config, counted) == 0 and counted.at_most(SHUFFLE_COUNT_LIMIT) == 3_000
+    assert runners.InputCount(config).at_most(SHUFFLE_COUNT_LIMIT) == 10_000     # a new count reads it again
+
+
+def test_a_count_past_its_limit_is_made_again_for_a_larger_question(tmp_path):
+    counted = runners.InputCount(launch.resolve([
+        "--input", str(csv_listing(tmp_path, 2_500)), "--output", str(tmp_path / "out"), "--num_classes", "8"]).config)
+    assert counted.at_most(1_000) == 1_001                  # "more than 1,000": counted no further
+    assert counted.at_most(2_000) == 2_001
+    assert counted.at_most(SHUFFLE_COUNT_LIMIT) == 2_500
+
+
+def test_the_beam_shuffle_has_no_buckets_to_count_for(tmp_path):
+    spec, counted = shuffle_for(tmp_path, "--input", csv_listing(tmp_path, 3_000), "--num_classes", 8,
+                                "--shuffle", "beam")
+    assert spec.folder is None
+    assert counted.at_most(SMALL_CORPUS_PAIRS) == SMALL_CORPUS_PAIRS + 1      # counted only as far as the engine asked

@@ -2,7 +2,7 @@
 
 import pytest
 
-from beam_pipeline.core.runners import direct_engine, placement, unreachable_local_paths
+from beam_pipeline.core.runners import direct_engine, placement, shuffle_buckets, unreachable_local_paths
 
 
 @pytest.mark.parametrize("runner,kwargs,remote", [
@@ -67,3 +67,21 @@ def test_asking_for_workers_asks_for_processes_whatever_the_size():
 def test_the_reason_names_images_for_classification():
     assert "about 10 images (at most 1,000)" in direct_engine(10, cores=2, unit="images").reason
     assert "more than 1,000 images" in direct_engine(5000, cores=2, unit="images").reason
+
+
+# --------------------------------------------------------------------------
+# The files shuffle's buckets
+# --------------------------------------------------------------------------
+@pytest.mark.parametrize("pairs,buckets", [
+    (0, 4), (252, 4), (8_000, 4), (8_001, 5), (10_000, 5), (20_000, 10), (50_000, 25),
+    (50_001, 256),             # counted past the limit: as many as an uncounted corpus
+    (None, 256),               # not counted (a COCO file, an unreadable input)
+])
+def test_a_counted_corpus_gets_a_bucket_per_2000_pairs_and_at_least_four(pairs, buckets):
+    assert shuffle_buckets(pairs) == buckets
+
+
+def test_the_count_limit_is_where_buckets_stop_following_the_count():
+    assert shuffle_buckets(100_000, limit=1_000_000) == 50
+    assert shuffle_buckets(10_000_000, limit=100_000_000) == 256
+    assert shuffle_buckets(2_001, limit=2_000) == 256
