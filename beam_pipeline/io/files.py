@@ -96,6 +96,8 @@ def list_files(folder: str) -> Dict[str, int]:
     Objects whose name ends in ``/`` are not files: TensorFlow writes such empty directory markers on
     gs:// (``transform/metadata/``), where a local disk has a folder.
     """
+    if not paths.split_scheme(folder)[0]:
+        return _list_local(folder)
     try:
         results = FileSystems.match([paths.join(folder, "**")])
     except BeamIOError:
@@ -106,6 +108,25 @@ def list_files(folder: str) -> Dict[str, int]:
             relative = paths.relative_to(folder, metadata.path)
             if relative is not None and not metadata.path.endswith("/"):
                 found[relative] = metadata.size_in_bytes
+    return found
+
+
+def _list_local(folder: str) -> Dict[str, int]:
+    """What Beam's local ``match`` of ``folder/**`` gives (a walk of the folder, each file with its size; a file that
+    goes meanwhile is left out), without the regular expression it builds and compiles from the pattern on every
+    call: about 0.5 ms, and the verdict cache lists each of its bucket folders twice a run (454 calls in README's
+    first run)."""
+    found = {}
+    for directory, _, names in os.walk(folder):
+        for name in names:
+            path = os.path.join(directory, name)
+            try:
+                size = os.path.getsize(path)
+            except OSError:
+                continue
+            relative = paths.relative_to(folder, path)
+            if relative is not None:
+                found[relative] = size
     return found
 
 

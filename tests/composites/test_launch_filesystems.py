@@ -116,3 +116,22 @@ def test_filesystems_get_the_options_before_the_launcher_touches_files(tmp_path)
 def _no_options_left_behind():
     yield
     FileSystems.set_options(None)
+
+
+def test_a_local_folder_is_listed_as_beams_own_match_lists_it(tmp_path):
+    """io/files.list_files walks a local folder itself (Beam's match builds a regular expression per call): the same
+    files, relative paths and sizes as ``FileSystems.match(folder/**)``, and nothing for a missing folder or a file."""
+    from beam_pipeline.io import files
+    root = tmp_path / "cache"
+    for relative, size in {"0001/a.verdicts": 3, "0001/.tmp-b.verdicts": 0, "0002/deep/c": 7, "top.json": 11}.items():
+        (root / relative).parent.mkdir(parents=True, exist_ok=True)
+        (root / relative).write_bytes(b"x" * size)
+    (root / "0003" / "empty").mkdir(parents=True)
+    beams = {os.path.relpath(m.path, root): m.size_in_bytes
+             for m in FileSystems.match([str(root / "**")])[0].metadata_list}
+    assert files.list_files(str(root)) == beams == {"0001/a.verdicts": 3, "0001/.tmp-b.verdicts": 0,
+                                                    "0002/deep/c": 7, "top.json": 11}
+    assert files.list_files(str(root) + "/") == beams
+    assert files.list_files(str(root / "0001")) == {"a.verdicts": 3, ".tmp-b.verdicts": 0}
+    assert files.list_files(str(tmp_path / "missing")) == {}
+    assert files.list_files(str(root / "top.json")) == {}
