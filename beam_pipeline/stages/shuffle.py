@@ -72,22 +72,27 @@ def _unpack_values(element):
 # Through files
 # --------------------------------------------------------------------------
 class _WriteBucketsFn(AnyOutput, beam.DoFn):
-    """``(key, bytes)`` -> nothing; at the bundle's end ``(bucket, path)`` of each file it wrote.
+    """``(key, record)`` -> nothing; at the bundle's end ``(bucket, path)`` of each file it wrote.
 
-    Each bucket's records go to a file of this bundle's own (a new name per bundle, so a retried bundle
-    never mixes with its first attempt); a record lands in the bucket of a stable hash of its key."""
+    The record is packed here (one step fewer per element than a packing Map before it). Each bucket's records go
+    to a file of this bundle's own (a new name per bundle, so a retried bundle never mixes with its first attempt);
+    a record lands in the bucket of a stable hash of its key."""
 
     def __init__(self, spec: ShuffleSpec, name: str):
         self._folder = paths.join(spec.folder, name)
         self._buckets = spec.buckets
         self._files: Dict[int, _RecordFile] = {}
         self._prefix = ""
+        self._counter = None
 
     def start_bundle(self):
         self._files, self._prefix = {}, uuid.uuid4().hex
+        self._counter = Metrics.counter(*SHUFFLE)
 
     def process(self, element):
-        key, value = element
+        key, record = element
+        value = pack(record)
+        self._counter.inc(len(value))
         key_bytes = pack(key)
         data = frame_packed(key_bytes) + frame_packed(value)
         bucket = stable_hash(BUCKET_SALT, key_bytes.hex()) % self._buckets
@@ -185,13 +190,19 @@ class _ReadFileFn(beam.DoFn):
 
 
 class _WriteFileFn(beam.DoFn):
-    """bytes -> nothing; at the bundle's end the path of the one file its records went to."""
+    """record -> nothing, packed; at the bundle's end the path of the one file its records went to."""
 
     def __init__(self, spec: ShuffleSpec, name: str):
         self._folder = paths.join(spec.folder, name)
         self._file = None
+        self._counter = None
 
-    def process(self, data: bytes):
+    def start_bundle(self):
+        self._counter = Metrics.counter(*SHUFFLE)
+
+    def process(self, record):
+        data = pack(record)
+        self._counter.inc(len(data))
         if self._file is None:
             self._file = _RecordFile(paths.join(self._folder, f"{uuid.uuid4().hex}.records"))
         self._file.write(frame_packed(data))
@@ -217,12 +228,12 @@ class GroupPackedByKey(beam.PTransform):
 
     def expand(self, keyed):
         several = isinstance(keyed, (tuple, list))
+        if self._spec.folder is not None:
+            return (tuple(keyed) if several else (keyed,)) | "ThroughFiles" >> _ThroughFiles(self._spec)
+            # (key, Unpacked records): each record packed as it is written
         packed_inputs = (tuple(pcoll | f"Pack{i}" >> beam.Map(_pack_value) for i, pcoll in enumerate(keyed))
                          if several else (keyed | "Pack" >> beam.Map(_pack_value),))
         # (key, bytes) of each input
-        if self._spec.folder is not None:
-            return packed_inputs | "ThroughFiles" >> _ThroughFiles(self._spec)
-            # (key, Unpacked records)
         packed_pairs = packed_inputs | "AllInputs" >> beam.Flatten() if several else packed_inputs[0]
         return (packed_pairs
                 | "Group" >> beam.GroupByKey()
@@ -235,14 +246,10 @@ def _held_in_files(records, spec: ShuffleSpec):
     paths (one input, or several flattened: only paths cross the Flatten)."""
     name = uuid.uuid4().hex
     if isinstance(records, (tuple, list)):
-        return (tuple(pcoll
-                      | f"Pack{i}" >> beam.Map(packed)
-                      | f"WriteFile{i}" >> beam.ParDo(_WriteFileFn(spec, name))
+        return (tuple(pcoll | f"WriteFile{i}" >> beam.ParDo(_WriteFileFn(spec, name))
                       for i, pcoll in enumerate(records))
                 | "AllFiles" >> beam.Flatten())
-    return (records
-            | "Pack" >> beam.Map(packed)
-            | "WriteFile" >> beam.ParDo(_WriteFileFn(spec, name)))
+    return records | "WriteFile" >> beam.ParDo(_WriteFileFn(spec, name))
 
 
 def _read_held(files):
