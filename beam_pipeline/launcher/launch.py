@@ -19,7 +19,7 @@ from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOpt
 
 from beam_pipeline.core import layout, paths
 from beam_pipeline.core.pairing import class_folder_classes
-from beam_pipeline.core.runners import MAX_SHUFFLE_BUCKETS
+from beam_pipeline.core.runners import SHUFFLE_COUNT_LIMIT
 from beam_pipeline.core.selection import SplitSpec, parse_split
 from beam_pipeline.io import folders, listing, stores
 from beam_pipeline.launcher.config import CorpusConfig, check_classes, to_config
@@ -176,14 +176,20 @@ def uses_files_shuffle(options: PipelineOptions, config: CorpusConfig) -> bool:
     return config.shuffle == "files" or (config.shuffle == "auto" and runners.is_direct(options))
 
 
+def input_count(options: PipelineOptions, config: CorpusConfig) -> runners.InputCount:
+    """The input's count for this run's questions of its size: made as far as the files shuffle's buckets need
+    when the run uses them (core/runners.SHUFFLE_COUNT_LIMIT), else as far as the first question asks."""
+    return runners.InputCount(config, at_least=SHUFFLE_COUNT_LIMIT if uses_files_shuffle(options, config) else 0)
+
+
 def shuffle_spec(options: PipelineOptions, config: CorpusConfig, data_dir: str,
-                 counted: Optional[runners.InputCount] = None) -> Tuple[ShuffleSpec, Optional[str]]:
-    """How records cross the shuffles (--shuffle; through files, in as many buckets as the input's count asks,
-    ``counted``: MAX_SHUFFLE_BUCKETS without it), and a folder this run made for them that the launcher removes
-    after the run (None when there is none to remove: the version folder's own .tmp/ is removed with it)."""
+                 counted: runners.InputCount) -> Tuple[ShuffleSpec, Optional[str]]:
+    """How records cross the shuffles (--shuffle; through files, in as many buckets as the input's count asks),
+    and a folder this run made for them that the launcher removes after the run (None when there is none to
+    remove: the version folder's own .tmp/ is removed with it)."""
     if not uses_files_shuffle(options, config):
         return ShuffleSpec(), None
-    buckets = counted.shuffle_buckets() if counted is not None else MAX_SHUFFLE_BUCKETS
+    buckets = counted.shuffle_buckets()
     if not paths.split_scheme(data_dir)[0]:
         return ShuffleSpec(folder=paths.join(layout.temp_dir(data_dir), "shuffle"), buckets=buckets), None
     temp = options.view_as(GoogleCloudOptions).temp_location

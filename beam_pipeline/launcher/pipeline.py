@@ -15,7 +15,6 @@ from beam_pipeline.core.gates import (count_refusal, offending_values, reject_re
 from beam_pipeline.core.layouts import LAYOUTS, described
 from beam_pipeline.core.masks.report import border_warnings, edge_tally
 from beam_pipeline.core.rerun.versions import ParentSpec
-from beam_pipeline.core.runners import SHUFFLE_COUNT_LIMIT
 from beam_pipeline.core.selection import SplitSpec
 from beam_pipeline.io.cache import spill as spill_store
 from beam_pipeline.launcher import launch, memory, runners, watch
@@ -240,8 +239,7 @@ def run(argv: Optional[List[str]] = None) -> dict:
     found = unchanged.skipped(launched)
     if found is not None:
         return found
-    files_shuffle = launch.uses_files_shuffle(launched.options, config)
-    counted = runners.InputCount(config, at_least=SHUFFLE_COUNT_LIMIT if files_shuffle else 0)
+    counted = launch.input_count(launched.options, config)
     runners.apply_runner_defaults(argv, launched.options, config, counted)
     runners.apply_worker_log_options(argv, launched.options)
     pool = runners.warm_pool(launched.options)   # workers importing while it is built

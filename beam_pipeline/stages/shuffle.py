@@ -41,10 +41,13 @@ from beam_pipeline.stages.specs import ShuffleSpec
 BUCKET_SALT = "shuffle"
 
 
+_SHUFFLE_BYTES = Metrics.counter(*SHUFFLE)      # Beam's counters find the running step's cell at each inc
+
+
 def packed(record) -> bytes:
     """``record`` packed, and counted as bytes about to cross a shuffle."""
     data = pack(record)
-    Metrics.counter(*SHUFFLE).inc(len(data))
+    _SHUFFLE_BYTES.inc(len(data))
     return data
 
 
@@ -83,16 +86,13 @@ class _WriteBucketsFn(AnyOutput, beam.DoFn):
         self._buckets = spec.buckets
         self._files: Dict[int, _RecordFile] = {}
         self._prefix = ""
-        self._counter = None
 
     def start_bundle(self):
         self._files, self._prefix = {}, uuid.uuid4().hex
-        self._counter = Metrics.counter(*SHUFFLE)
 
     def process(self, element):
         key, record = element
-        value = pack(record)
-        self._counter.inc(len(value))
+        value = packed(record)
         key_bytes = pack(key)
         data = frame_packed(key_bytes) + frame_packed(value)
         bucket = stable_hash(BUCKET_SALT, key_bytes.hex()) % self._buckets
@@ -195,14 +195,9 @@ class _WriteFileFn(beam.DoFn):
     def __init__(self, spec: ShuffleSpec, name: str):
         self._folder = paths.join(spec.folder, name)
         self._file = None
-        self._counter = None
-
-    def start_bundle(self):
-        self._counter = Metrics.counter(*SHUFFLE)
 
     def process(self, record):
-        data = pack(record)
-        self._counter.inc(len(data))
+        data = packed(record)
         if self._file is None:
             self._file = _RecordFile(paths.join(self._folder, f"{uuid.uuid4().hex}.records"))
         self._file.write(frame_packed(data))

@@ -117,8 +117,7 @@ def shuffle_for(tmp_path, *args):
     """(the run's ShuffleSpec, the InputCount) as pipeline.run makes them, without running a pipeline."""
     argv = [*map(str, args), "--output", str(tmp_path / "out")]
     launched = launch.resolve(argv)
-    files = launch.uses_files_shuffle(launched.options, launched.config)
-    counted = runners.InputCount(launched.config, at_least=SHUFFLE_COUNT_LIMIT if files else 0)
+    counted = launch.input_count(launched.options, launched.config)
     runners.apply_runner_defaults(argv, launched.options, launched.config, counted)
     spec, _ = launch.shuffle_spec(launched.options, launched.config, str(tmp_path / "out" / "v"), counted)
     return spec, counted
