@@ -32,6 +32,7 @@ from beam_pipeline.stages.discover import ReadCorpus
 from beam_pipeline.stages.publish import PublishOutputs, read_result
 from beam_pipeline.stages.rerun.reuse import KeepParentRecords, NameLostRecords
 from beam_pipeline.stages.select import SelectSubset
+from beam_pipeline.stages.sampling import prompt_state_sampler
 from beam_pipeline.stages.signatures import cache_signatures
 from beam_pipeline.stages.validate import DeduplicatePairs, ValidatePairs
 from beam_pipeline.stages.leakage.drift import ProfileVersion
@@ -270,6 +271,7 @@ def _run_launched(launched, config, counted) -> dict:
         parent = parent and without_damaged(parent, checked.damage)
         try:
             cache_signatures()       # Beam's checks of every DoFn, at construction and in the stages run here
+            prompt_state_sampler()   # each stage run here ends within 10 ms of its last element, not 200
             p = beam.Pipeline(runner=runners.runner(launched.options), options=launched.options)
             build_pipeline(p, config, launched.split, run_options, package_versions,
                            launch.temp_dir(launched.options, data_dir), data_dir, shuffle, cache_spec, parent,

@@ -232,6 +232,8 @@ def _wait_and_run() -> None:
     from beam_pipeline.launcher import memory
     memory.defer_collections()                                 # no collection scans the harness as it imports
     from apache_beam.runners.worker import sdk_worker_main     # the import this process exists to make early
+    from beam_pipeline.stages.worker import prepare_sdk_worker
+    prepare_sdk_worker()                            # before its first bundle processor, not at the first DoFn's setup
     line = sys.stdin.buffer.readline()
     if not line.strip():                            # the pool closed, or the launcher is gone: never needed
         os._exit(0)

@@ -1,5 +1,5 @@
 """What this package does to the Beam SDK worker processes its DoFns run in: a quick exit, one report per error,
-Beam's signatures read once (signatures.py).
+Beam's signatures read once (signatures.py), a state sampler that stops promptly (sampling.py).
 
 A worker that imported TensorFlow (the statistics' stages, where the runner's workers run them) spends seconds
 of CPU at exit tearing down modules and thread pools, after every bundle has been answered; the runner waits for
@@ -43,8 +43,10 @@ def prepare_sdk_worker() -> None:
     _registered = True
     atexit.register(_exit_now)
     sys.stderr = HarnessTracebacksLeftOut(sys.stderr)
+    from beam_pipeline.stages.sampling import prompt_state_sampler
     from beam_pipeline.stages.signatures import cache_signatures
     cache_signatures()                  # the bundle processors still to be built ask Beam fewer questions
+    prompt_state_sampler()              # and their bundles end without waiting up to 200 ms for the sampler
 
 
 HARNESS_FILE = "apache_beam/runners/worker/sdk_worker.py"

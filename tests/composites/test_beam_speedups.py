@@ -5,26 +5,30 @@
 the output type Beam would infer (stages/signatures.py). Both
 are checked against Beam's own behaviour on real Beam objects: the same values through every view, copies and
 pickles; the same signatures and the same DoFn specs (state and timer parameters found, bad ones refused) as
-Beam's unremembered function.
+Beam's unremembered function. ``prompt_state_sampler`` shortens the state sampler's period (stages/sampling.py): a
+real sampler still charges the running state its time.
 """
 
 import copy
 import functools
 import gc
 import pickle
+import time
 import weakref
 
 import apache_beam as beam
 import pytest
 from apache_beam.coders import VarIntCoder
 from apache_beam.options.pipeline_options import DirectOptions, StandardOptions, TypeOptions
+from apache_beam.runners.worker import statesampler
 from apache_beam.transforms import core, ptransform, userstate, util
 from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam import typehints
 from apache_beam.typehints import decorators
+from apache_beam.utils.counters import CounterFactory
 
 from beam_pipeline.launcher.options import LaunchOptions
-from beam_pipeline.stages import signatures
+from beam_pipeline.stages import sampling, signatures
 from beam_pipeline.stages.publish import FinalizeFn
 from beam_pipeline.stages.shuffle import _WriteBucketsFn
 from beam_pipeline.stages.validate import ValidateBucketFn
@@ -160,3 +164,35 @@ def test_dofns_saying_any_output_are_what_beam_infers(dofn_class):
     for input_type in (typehints.Any, typehints.Tuple[int, typehints.Any]):
         assert beam.DoFn.infer_output_type(dofn, input_type) == typehints.Any
         assert dofn.infer_output_type(input_type) == typehints.Any
+
+
+# -------------------------------------------------------------------- state sampler
+@pytest.fixture
+def beams_sampler_default():
+    """The state sampler's default period as Beam ships it, put back after the test."""
+    init = statesampler.StateSampler.__init__
+    saved = init.__defaults__
+    init.__defaults__ = (sampling.BEAM_DEFAULT_MS,)
+    yield init
+    init.__defaults__ = saved
+
+
+def test_a_prompt_state_sampler_still_charges_the_running_state(beams_sampler_default):
+    assert statesampler.StateSampler("before", CounterFactory()).sampling_period_ms == 200     # Beam's own
+    sampling.prompt_state_sampler()
+    sampling.prompt_state_sampler()                                                            # once is enough
+    sampler = statesampler.StateSampler("stage", CounterFactory())
+    assert sampler.sampling_period_ms == sampling.SAMPLING_PERIOD_MS == 10
+    state = sampler.scoped_state("step", "process")
+    sampler.start()
+    with state:
+        time.sleep(0.3)
+    sampler.stop()
+    assert 0.25 <= state.sampled_seconds() <= 0.5       # what it measures, in 10 ms steps instead of 200 ms
+
+
+def test_a_sampler_default_beam_changed_is_left_alone(beams_sampler_default):
+    beams_sampler_default.__defaults__ = (50,)
+    sampling.prompt_state_sampler()
+    assert statesampler.StateSampler("stage", CounterFactory()).sampling_period_ms == 50
+
