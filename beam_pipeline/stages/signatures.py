@@ -18,6 +18,9 @@ from the bytecode of its ``process`` and of every function it calls (``trivial_i
 largest of ours). A DoFn whose answer is ``Any`` anyway (outputs of several kinds) says so at once; the PCollection's
 type, and so its coder, is the one Beam would have inferred.
 
+``userstate.get_dofn_specs``, which those checks call, is answered once per DoFn instance the same way: Beam asks it
+of one DoFn about eight times (``_specs_per_dofn``).
+
 ``cache_signatures`` is installed in the launcher (construction, and the stages it runs in-process) and in SDK
 worker processes (``worker.prepare_sdk_worker``); anywhere else Beam runs as it ships. If this Beam has no such
 function, nothing is changed.
@@ -28,16 +31,19 @@ import weakref
 
 
 def cache_signatures() -> None:
-    """Make Beam's ``get_signature`` remember its answer per function (once per process)."""
-    from apache_beam.transforms import core, ptransform, util
+    """Make Beam's ``get_signature`` remember its answer per function, and ``userstate.get_dofn_specs`` its answer
+    per DoFn (once per process)."""
+    from apache_beam.transforms import core, ptransform, userstate, util
     from apache_beam.typehints import decorators
     original = getattr(decorators, "get_signature", None)
-    if original is None or hasattr(original, "beams"):         # none here, or remembering already
-        return
-    remembering = _remembering(original)
-    for module in (decorators, core, ptransform, util):
-        if getattr(module, "get_signature", None) is original:
-            module.get_signature = remembering
+    if original is not None and not hasattr(original, "beams"):        # not remembering already
+        remembering = _remembering(original)
+        for module in (decorators, core, ptransform, util):
+            if getattr(module, "get_signature", None) is original:
+                module.get_signature = remembering
+    specs = getattr(userstate, "get_dofn_specs", None)
+    if specs is not None and not hasattr(specs, "beams"):
+        userstate.get_dofn_specs = _specs_per_dofn(specs)
 
 
 def _remembering(get_signature):
@@ -62,6 +68,33 @@ def _remembering(get_signature):
 
     get_signature_once.beams = get_signature        # Beam's own, for whoever must compare (tests)
     return get_signature_once
+
+
+def _specs_per_dofn(get_dofn_specs):
+    """Beam's ``get_dofn_specs`` answering once per DoFn instance: it walks every method of the DoFn (``dir``, a
+    ``MethodWrapper`` each) and Beam asks it of the same DoFn about eight times, at construction (``ParDo``, each
+    ``DoFnSignature``), at translation and in each bundle processor. The answer is made of the DoFn's methods and
+    their defaults, which a DoFn does not change once made. A refusal (a ``ValueError``) is not remembered: it is
+    raised at every question, as before. Instances are held weakly; one that takes no weak reference is asked each
+    time."""
+    remembered = {}                                 # id(dofn) -> (weak reference to it, (state specs, timer specs))
+
+    def get_dofn_specs_once(dofn):
+        entry = remembered.get(id(dofn))
+        if entry is not None and entry[0]() is dofn:
+            states, timers = entry[1]
+            return set(states), set(timers)
+        states, timers = get_dofn_specs(dofn)
+        key = id(dofn)
+        try:
+            reference = weakref.ref(dofn, lambda _, key=key: remembered.pop(key, None))
+        except TypeError:
+            return states, timers
+        remembered[key] = (reference, (frozenset(states), frozenset(timers)))
+        return states, timers
+
+    get_dofn_specs_once.beams = get_dofn_specs      # Beam's own, for whoever must compare (tests)
+    return get_dofn_specs_once
 
 
 class AnyOutput:

@@ -196,3 +196,29 @@ def test_a_sampler_default_beam_changed_is_left_alone(beams_sampler_default):
     sampling.prompt_state_sampler()
     assert statesampler.StateSampler("stage", CounterFactory()).sampling_period_ms == 50
 
+
+
+def test_dofn_specs_are_answered_once_per_dofn_and_refusals_every_time(remembering):
+    assert hasattr(userstate.get_dofn_specs, "beams")
+    beams_specs = userstate.get_dofn_specs.beams
+    asked = []
+
+    def counting(dofn):
+        asked.append(dofn)
+        return beams_specs(dofn)
+
+    per_dofn = signatures._specs_per_dofn(counting)
+    first, second = _Stateful(), _Stateful()
+    answers = [per_dofn(first), per_dofn(first), per_dofn(second)]
+    assert [sorted(spec.name for spec in states) for states, _ in answers] == [["count"]] * 3
+    assert [sorted(spec.name for spec in timers) for _, timers in answers] == [["ts-timer"]] * 3
+    assert asked == [first, second]                 # once per instance
+    answers[0][0].clear()                           # what a caller does with its answer stays its own
+    assert len(per_dofn(first)[0]) == 1
+    for _ in range(2):                              # a refusal is Beam's, at every question
+        with pytest.raises(ValueError, match="duplicate process method parameters"):
+            per_dofn(_TwiceTheSameState())
+    gone = weakref.ref(first)
+    del first, answers, asked[:]
+    gc.collect()
+    assert gone() is None                           # held weakly
