@@ -165,14 +165,18 @@ class GalleryPicker:
     def __init__(self, k: int):
         self._k = k
         self._heaps: Dict[int, list] = collections.defaultdict(list)  # class -> [(rank, item)], worst first
+        self._last = ("", b"")              # (source id, its order): an example is offered once per class it holds
 
-    @staticmethod
-    def _rank(share: float, source_id: str) -> Tuple[float, bytes]:
+    def _rank(self, share: float, source_id: str) -> Tuple[float, bytes]:
         # Bigger is better: a larger share, then a smaller hash.
-        return share, bytes(255 - b for b in pick_key(source_id))
+        if self._last[0] != source_id or not self._last[1]:
+            self._last = (source_id, bytes(255 - b for b in pick_key(source_id)))
+        return share, self._last[1]
 
     def wants(self, class_id: int, share: float, source_id: str) -> bool:
         heap = self._heaps[class_id]
+        if len(heap) >= self._k and share < heap[0][0]:
+            return False                    # worse than the worst held, whatever the hash (most offers)
         if any(item.source_id == source_id for _, _, item in heap):
             return False
         return len(heap) < self._k or self._rank(share, source_id) > heap[0][:2]
