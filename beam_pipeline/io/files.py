@@ -57,6 +57,47 @@ def read_bytes(path: str) -> bytes:
         return handle.read()
 
 
+def read_lines_in_range(path: str, start: int, end: int, chunk_bytes: int = 1 << 16):
+    """The lines of a text file that start at a byte offset in ``[start, end)``, without their line ends, read in
+    chunks as they are yielded: ranges that cut a file anywhere, end to end, give each of its lines once (a line
+    that starts in a range is read to its end, past the range if it must). Only ``read`` and ``seek`` are asked of
+    the store's file (a ``readline`` of some stores' readers reads a byte a call)."""
+    with FileSystems.open(path, compression_type="uncompressed") as handle:
+        position = max(start - 1, 0)          # the file offset of buffer[at]
+        if position:
+            handle.seek(position)
+        skip = start > 0                      # the first line read ends the line the range starts in: the one before's
+        buffer, at = b"", 0
+        while True:
+            newline = buffer.find(b"\n", at)
+            if newline < 0:
+                rest = buffer[at:]
+                data = handle.read(chunk_bytes)
+                if not data:
+                    if rest and not skip and position < end:
+                        yield rest            # the last line, without a line end
+                    return
+                buffer, at = rest + data, 0
+                continue
+            line, line_start = buffer[at:newline], position
+            position += newline + 1 - at
+            at = newline + 1
+            if skip:
+                skip = False
+                continue
+            if line_start >= end:
+                return
+            yield line
+
+
+def line_ranges(size: int, range_bytes: int):
+    """``(start, end)`` byte ranges of at most ``range_bytes`` that cover a file of ``size`` bytes, end to end; one
+    range to the end of the file when its size is not known (0)."""
+    if size <= 0:
+        return [(0, 1 << 62)]
+    return [(start, min(start + range_bytes, size)) for start in range(0, size, range_bytes)]
+
+
 def read_json(path: str):
     return json.loads(read_bytes(path))
 

@@ -15,7 +15,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from beam_pipeline.core import reasons
 from beam_pipeline.core.reasons import Rejection
-from beam_pipeline.io import folders, streams
+from beam_pipeline.io import files, folders, streams
 from beam_pipeline.stages import pairs
 from beam_pipeline.stages.specs import CLASS_FOLDERS, DiscoverSpec
 from objstore_fixtures import CORPUS_BUCKET, GCS_PAGE_SIZE, unique_bucket
@@ -236,4 +236,23 @@ def test_beam_cannot_write_an_empty_s3_object(s3_store, monkeypatch):
         FileSystems.create(s3_store.url(bucket, "empty.jsonl")).close()
     assert s3_store.keys(bucket) == []
     assert s3_store.incomplete_uploads(bucket) == ["empty.jsonl"]
+    FileSystems.set_options(None)
+
+
+@pytest.mark.parametrize("store_name", ["s3", "gcs"])
+def test_a_text_object_read_in_byte_ranges_gives_each_line_once(request, monkeypatch, store_name):
+    """How a re-run reads its parent's pairs file (stages/leakage/rerun.py): ranges that cut lines anywhere."""
+    store = request.getfixturevalue(f"{store_name}_store")
+    bucket = unique_bucket("ranges")
+    store.make_bucket(bucket)
+    use_store(store, monkeypatch)
+    lines = [b"{\"line\": %d, \"pad\": \"%s\"}" % (i, b"x" * (i * 37 % 300)) for i in range(400)]
+    data = b"\n".join(lines) + b"\n"
+    url = store.url(bucket, "leakage/pairs-00000-of-00001.jsonl")
+    with FileSystems.create(url) as handle:
+        handle.write(data)
+    for range_bytes in (997, 4096, len(data) + 1):
+        read = [line for start, end in files.line_ranges(len(data), range_bytes)
+                for line in files.read_lines_in_range(url, start, end)]
+        assert read == lines, range_bytes
     FileSystems.set_options(None)

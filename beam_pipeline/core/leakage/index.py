@@ -46,6 +46,7 @@ class ParentIndex:
     run_id: str
     files: Tuple[Tuple[int, str], ...]     # (bucket, index file)
     pairs_file: str
+    pairs_bytes: int = 0                   # the pairs file's size in the parent's manifest (0: not known)
 
     def file(self, bucket: int) -> Optional[str]:
         return dict(self.files).get(bucket)
@@ -64,7 +65,9 @@ def parent_index(parent: Optional[dict], radius: int, split_group: str) -> Tuple
     if any(index.get(key) != value for key, value in wanted.items()):
         return None, "the published version's index was made with another hash, radius or --split_group"
     files = tuple(sorted((int(bucket), path) for bucket, path in index["files"].items()))
-    return ParentIndex(parent["run_id"], files, leakage.get("pairs_file") or ""), ""
+    pairs_file = leakage.get("pairs_file") or ""
+    pairs_bytes = ((parent.get("files") or {}).get(pairs_file) or {}).get("bytes") or 0
+    return ParentIndex(parent["run_id"], files, pairs_file, int(pairs_bytes)), ""
 
 
 def pair_line(pair: dict) -> str:

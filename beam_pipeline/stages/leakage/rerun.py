@@ -84,16 +84,21 @@ class ClassifyFn(beam.DoFn):
                 yield beam.pvalue.TaggedOutput(GONE_TAG, (int(row[0]), int(row[1])))
 
 
-def _read_pair_lines(relative: str, output: str):
+PAIRS_RANGE_BYTES = 1 << 20     # the parent's pairs file is read in ranges of this size, spread over the workers
+
+
+def _read_pair_lines(part, output: str):
+    """(pairs file, start, end) -> the parent's pairs whose lines start in that byte range, read as they go: no
+    worker holds the file (docs/scale.md)."""
+    relative, start, end = part
     path = paths.join(output, relative)
     try:
-        text = files.read_bytes(path).decode("utf-8")
+        for line in files.read_lines_in_range(path, start, end):
+            if line:
+                a, b, unit_a, unit_b, distance, component, _ = index.pair_ids(line.decode("utf-8"))
+                yield a, b, unit_a, unit_b, distance, component
     except (OSError, UnicodeDecodeError) as error:
         raise read_failed(path, error) from error
-    for line in text.splitlines():
-        if line:
-            a, b, unit_a, unit_b, distance, component, _ = index.pair_ids(line)
-            yield a, b, unit_a, unit_b, distance, component
 
 
 class InSetFn(beam.DoFn):
@@ -165,8 +170,12 @@ class SinceParent(beam.PTransform):
         gone_nodes = classified[GONE_TAG]
         # (image id, unit id) of each parent node this run does not hold as it was
         gone = gone_nodes | "GoneImages" >> beam.Map(_image)
+        ranges = ([(parent.pairs_file, start, end)
+                   for start, end in files.line_ranges(parent.pairs_bytes, PAIRS_RANGE_BYTES)]
+                  if parent.pairs_file else [])
         old_pairs = (pairs.pipeline
-                     | "ParentPairsFile" >> beam.Create([parent.pairs_file] if parent.pairs_file else [])
+                     | "ParentPairsFile" >> beam.Create(ranges)
+                     # (pairs file, start, end): a byte range of it, each read where it lands
                      | "ParentPairs" >> beam.FlatMap(_read_pair_lines, output=self._spec.output)
                      | "StillHeld" >> beam.ParDo(InSetFn(_images_of_pair, False), members=beam.pvalue.AsList(gone)))
         # (a, b, unit a, unit b, distance, component) of a parent pair whose two images are held as they were
