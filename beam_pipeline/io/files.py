@@ -62,22 +62,20 @@ def read_lines_in_range(path: str, start: int, end: int, chunk_bytes: int = 1 <<
     chunks as they are yielded: ranges that cut a file anywhere, end to end, give each of its lines once (a line
     that starts in a range is read to its end, past the range if it must). Only ``read`` and ``seek`` are asked of
     the store's file (a ``readline`` of some stores' readers reads a byte a call)."""
-    with FileSystems.open(path, compression_type="uncompressed") as handle:
-        position = max(start - 1, 0)          # the file offset of buffer[at]
-        if position:
-            handle.seek(position)
-        skip = start > 0                      # the first line read ends the line the range starts in: the one before's
-        buffer, at = b"", 0
+    position = max(start - 1, 0)              # the file offset of buffer[at]
+    skip = start > 0                          # the first line read ends the line the range starts in: the one before's
+    buffer, at = b"", 0
+    chunks = _chunks(path, position, chunk_bytes)
+    try:
         while True:
             newline = buffer.find(b"\n", at)
             if newline < 0:
-                rest = buffer[at:]
-                data = handle.read(chunk_bytes)
+                data = next(chunks, b"")
                 if not data:
-                    if rest and not skip and position < end:
-                        yield rest            # the last line, without a line end
+                    if len(buffer) > at and not skip and position < end:
+                        yield buffer[at:]     # the last line, without a line end
                     return
-                buffer, at = rest + data, 0
+                buffer, at = buffer[at:] + data, 0
                 continue
             line, line_start = buffer[at:newline], position
             position += newline + 1 - at
@@ -88,6 +86,8 @@ def read_lines_in_range(path: str, start: int, end: int, chunk_bytes: int = 1 <<
             if line_start >= end:
                 return
             yield line
+    finally:
+        chunks.close()                        # the file, when the range ends before it does
 
 
 def line_ranges(size: int, range_bytes: int):
@@ -102,14 +102,17 @@ def read_json(path: str):
     return json.loads(read_bytes(path))
 
 
-def _chunks(path: str):
+def _chunks(path: str, start: int = 0, chunk_bytes: int = _CHUNK):
+    """The file's bytes from ``start`` on, ``chunk_bytes`` at a time."""
     with FileSystems.open(path, compression_type="uncompressed") as handle:
+        if start:
+            handle.seek(start)
         while True:
-            chunk = handle.read(_CHUNK)
+            chunk = handle.read(chunk_bytes)
             if not chunk:
                 return
             yield chunk
-            if len(chunk) < _CHUNK:        # a short read is the end (saves a request past it on GCS)
+            if len(chunk) < chunk_bytes:   # a short read is the end (saves a request past it on GCS)
                 return
 
 
