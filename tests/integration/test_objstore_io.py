@@ -213,39 +213,43 @@ def test_read_failure_raises_server_errors_again(status):
         streams.read_failure(S3ClientError("connection reset", None), "s3://b/k")
 
 
+@pytest.fixture
+def new_bucket(request, monkeypatch):
+    """(store name, stem) -> (the store, a new empty bucket on it), Beam's FileSystems pointed at the store until
+    the test ends."""
+    def make(store_name, stem):
+        store = request.getfixturevalue(f"{store_name}_store")
+        bucket = unique_bucket(stem)
+        store.make_bucket(bucket)
+        use_store(store, monkeypatch)
+        return store, bucket
+    yield make
+    FileSystems.set_options(None)
+
+
 @pytest.mark.parametrize("store_name", ["s3", "gcs"])
-def test_create_empty_writes_an_empty_object(request, monkeypatch, store_name):
-    store = request.getfixturevalue(f"{store_name}_store")
-    bucket = unique_bucket("empty")
-    store.make_bucket(bucket)
-    use_store(store, monkeypatch)
+def test_create_empty_writes_an_empty_object(new_bucket, store_name):
+    store, bucket = new_bucket(store_name, "empty")
     streams.create_empty(store.url(bucket, "rejects/rejects-00000-of-00001.jsonl"))
     assert store.keys(bucket) == ["rejects/rejects-00000-of-00001.jsonl"]
     assert store.get(bucket, "rejects/rejects-00000-of-00001.jsonl") == b""
     if store_name == "s3":
         assert store.incomplete_uploads(bucket) == []
-    FileSystems.set_options(None)
 
 
-def test_beam_cannot_write_an_empty_s3_object(s3_store, monkeypatch):
+def test_beam_cannot_write_an_empty_s3_object(new_bucket):
     """apache/beam#21369, the reason for streams.create_empty: if this starts passing, Beam fixed it."""
-    bucket = unique_bucket("beam-empty")
-    s3_store.make_bucket(bucket)
-    use_store(s3_store, monkeypatch)
+    s3_store, bucket = new_bucket("s3", "beam-empty")
     with pytest.raises(Exception, match="MalformedXML"):
         FileSystems.create(s3_store.url(bucket, "empty.jsonl")).close()
     assert s3_store.keys(bucket) == []
     assert s3_store.incomplete_uploads(bucket) == ["empty.jsonl"]
-    FileSystems.set_options(None)
 
 
 @pytest.mark.parametrize("store_name", ["s3", "gcs"])
-def test_a_text_object_read_in_byte_ranges_gives_each_line_once(request, monkeypatch, store_name):
+def test_a_text_object_read_in_byte_ranges_gives_each_line_once(new_bucket, store_name):
     """How a re-run reads its parent's pairs file (stages/leakage/rerun.py): ranges that cut lines anywhere."""
-    store = request.getfixturevalue(f"{store_name}_store")
-    bucket = unique_bucket("ranges")
-    store.make_bucket(bucket)
-    use_store(store, monkeypatch)
+    store, bucket = new_bucket(store_name, "ranges")
     lines = [b"{\"line\": %d, \"pad\": \"%s\"}" % (i, b"x" * (i * 37 % 300)) for i in range(400)]
     data = b"\n".join(lines) + b"\n"
     url = store.url(bucket, "leakage/pairs-00000-of-00001.jsonl")
@@ -255,4 +259,3 @@ def test_a_text_object_read_in_byte_ranges_gives_each_line_once(request, monkeyp
         read = [line for start, end in files.line_ranges(len(data), range_bytes)
                 for line in files.read_lines_in_range(url, start, end)]
         assert read == lines, range_bytes
-    FileSystems.set_options(None)
