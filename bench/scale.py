@@ -10,8 +10,9 @@ What is measured
       lines), and the peak RSS of every process (the launcher, which runs the DirectRunner's engine,
       and each SDK worker), sampled from /proc. Discovery speed-up = rows/s with 2 workers / with 1.
     * The pairs case (``--pairs``, default 2,000, 4,000 and 100,000): distinct copies of the photo
-      corpus's pairs (tools/corpus_copies.py: one PNG ``tEXt`` chunk per copy, new bytes, the same
-      pixels), the full pipeline with the default workers: wall time, peak RSS of every process, and
+      corpus's pairs (tools/corpus_copies.py: one PNG ``tEXt`` chunk, or with ``--image_format jpeg``
+      one JPEG ``COM`` segment, per copy; new bytes, the same pixels), the full pipeline with the
+      default workers: wall time, peak RSS of every process, and
       the marginal wall time per pair: between the two smallest sizes (the 2,000-pair run's marginal
       time) and between the second and the largest (at scale). Ratios: largest / smallest peak RSS
       per role; per-pair time at scale / at 2,000 pairs.
@@ -146,15 +147,17 @@ def first_step_seconds(data: Path, job_dir: Path, log_path: Path, cache: bool) -
 # --------------------------------------------------------------------------
 # The corpora
 # --------------------------------------------------------------------------
-def pair_copies(workdir: Path, pairs: int) -> Path:
-    """At least ``pairs`` distinct copies of the photo corpus's pairs, written once; their listing."""
+def pair_copies(workdir: Path, pairs: int, image_format: str = "png") -> Path:
+    """At least ``pairs`` distinct copies of the photo corpus's pairs (its PNG or its JPEG images), written
+    once; their listing."""
     photo, _ = ensure_photo_corpus(workdir, min(pairs, 2000))
-    folder = workdir / "scale" / f"copies_g{common.photo_generator_version()}"
+    prefix = "copies" if image_format == "png" else f"copies_{image_format}"
+    folder = workdir / "scale" / f"{prefix}_g{common.photo_generator_version()}"
     listing = folder / "listing.csv"
     if not listing.exists() or common.count_rows(listing) < pairs:
         log(f"writing {pairs:,} copies of the photo corpus's pairs -> {folder}")
         shutil.rmtree(folder, ignore_errors=True)
-        rows = corpus_copies.write_copies(str(photo / "png.csv"), str(folder), pairs)
+        rows = corpus_copies.write_copies(str(photo / common.PHOTO_FORMATS[image_format]), str(folder), pairs)
         corpus_copies.write_listing(str(listing), rows, 0)
     return listing
 
@@ -347,6 +350,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--listing_format", choices=("parquet", "csv"), default="parquet")
     parser.add_argument("--pairs", type=sizes, default=[2000, 4000, 100_000])
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--image_format", choices=sorted(common.PHOTO_FORMATS), default="png",
+                        help="copy the photo corpus's PNG images (about 220 KB a pair with its mask) or its JPEG "
+                             "images (about 36 KB), for a disk too small for 100,000 PNG pairs and their shards")
     parser.add_argument("--pipeline_args", default="",
                         help="more options for every run of the pairs case, e.g. '--near_duplicates off'")
     parser.add_argument("--skip_listing", action="store_true")
@@ -361,7 +367,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser.parse_args(argv)
     args.workdir = args.workdir.resolve()
     copies = pair_copies(args.workdir, max([args.listing_pairs, args.flink_pairs] +
-                                           ([] if args.skip_pairs else args.pairs)))
+                                           ([] if args.skip_pairs else args.pairs)), args.image_format)
     record: dict = {"machine": {"cores": os.cpu_count()}, "args": {k: str(v) for k, v in vars(args).items()}}
     lines = []
     if not args.skip_listing:
