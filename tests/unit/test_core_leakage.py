@@ -100,17 +100,19 @@ def test_bands_find_every_pair_within_the_radius_and_no_other(radius):
 
 
 def test_runs_compared_in_small_batches_find_the_same_pairs(monkeypatch):
-    """A bucket's runs are compared in batches of about _BATCH_PAIRS candidates, a run never cut: any batch size
-    finds every pair within the radius (also for a re-run's new rows only) and counts the same distances."""
+    """A bucket's runs are compared in batches of about _BATCH_PAIRS candidates, a run cut between its rows when
+    it has more: any batch size finds every pair within the radius (also for a re-run's new rows only) and counts
+    the same distances."""
     hashes = _random_hashes(500, 150, flips=[0, 1, 3, 5])
     ids = np.arange(500, dtype=np.uint64)
     rows = bands.rows_of(ids, ids, phash.as_words(hashes))
     buckets = list(bands.by_bucket(rows, bands.Layout(5)).values())
     whole = [bands.near_pairs(banded, 5, new_from=len(banded) // 3) for banded in buckets]
-    monkeypatch.setattr(bands, "_BATCH_PAIRS", 2)
-    for banded, expected in zip(buckets, whole):
-        found = bands.near_pairs(banded, 5, new_from=len(banded) // 3)
-        assert np.array_equal(found.pairs, expected.pairs) and found.compared == expected.compared
+    for size in (2, 7, 1000):
+        monkeypatch.setattr(bands, "_BATCH_PAIRS", size)
+        for banded, expected in zip(buckets, whole):
+            found = bands.near_pairs(banded, 5, new_from=len(banded) // 3)
+            assert np.array_equal(found.pairs, expected.pairs) and found.compared == expected.compared
     assert _banded_pairs(hashes, 5) == _brute_force(hashes, 5)
 
 
@@ -266,6 +268,48 @@ def test_forests_of_parts_of_the_edges_merge_into_the_components_of_all(parts):
     assert components.flattened(components.merged(forests)) == expected
     assert components.flattened(components.merged(reversed(forests))) == expected
     assert components.merged([]) == {} and set(expected.values()) >= {1000}
+
+def test_a_nodes_inbox_is_the_union_of_what_it_received_and_tells_whether_it_changed():
+    full, low, own = components.FULL, components.MIN, components.SELF
+    messages = [(full, (1, 2, 3)), (low, (1,)), (full, (1, 3, 4)), (own, (1, 2)), (full, (1, 2))]
+    assert components.received(messages) == ((1, 2, 3, 4), True)
+    assert components.received([(low, (1,)), (own, (1,)), (low, (1,))]) == ((1,), False)
+    box = components.inbox()
+    for message in messages:
+        components.take(box, message)
+    assert box == [{1, 2, 3, 4}, (1, 2)]                     # each member once, however many senders named it
+
+
+@pytest.mark.parametrize("parts", [1, 2, 5])
+def test_a_rounds_messages_folded_in_parts_give_what_they_give_whole(parts):
+    """What the round's combine does: each bundle folds its part of a node's messages into an inbox, and the
+    inboxes, joined in any order, open as the node's messages taken whole; the rounds then label every node by
+    its component's smallest."""
+    rng = np.random.default_rng(parts)
+    edges = [tuple(int(x) for x in rng.integers(0, 300, 2)) for _ in range(500)]
+    edges = [(a, b) for a, b in edges if a != b]
+    clusters = components.first_clusters(edges)
+    for _ in range(40):
+        inbox = collections.defaultdict(list)
+        for node, cluster in clusters.items():
+            for target, message in components.messages(node, cluster):
+                inbox[target].append(message)
+        merged = {}
+        for node, values in inbox.items():
+            order = rng.permutation(len(values))
+            boxes = [components.inbox() for _ in range(parts)]
+            for position, index in enumerate(order):
+                components.take(boxes[position % parts], values[index])
+            whole = components.received(values)
+            assert components.opened(components.joined(boxes)) == whole
+            assert components.opened(components.joined(reversed(boxes))) == whole
+            assert components.opened(components.joined(map(components.sealed, boxes))) == whole
+            merged[node] = whole
+        clusters = {node: cluster for node, (cluster, _) in merged.items()}
+        if not any(changed for _, changed in merged.values()):
+            break
+    assert {node: components.label(cluster) for node, cluster in clusters.items()} == _bfs_labels(edges)
+
 
 # --------------------------------------------------------------------------
 # Split groups, the policy, the split of a component

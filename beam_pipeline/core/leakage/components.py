@@ -13,7 +13,7 @@ graph's nodes (``ONE_WORKER_PAIRS``: one step instead of the rounds' sixteen shu
 unrolled rounds did not finish, and for tests and ``--plan``.
 """
 
-from typing import Dict, Iterable, Iterator, List, Tuple
+from typing import Dict, Iterable, Iterator, List, Optional, Tuple
 
 ONE_WORKER_PAIRS = 50_000     # default --near_duplicates_one_worker_pairs: up to this many pairs, union-find in one
                               # worker (its forest holds at most one node a pair); beyond, Hash-to-Min rounds
@@ -45,16 +45,52 @@ def messages(node: int, cluster: Cluster) -> Iterator[Tuple[int, Tuple[int, Clus
     yield node, (SELF, cluster)
 
 
-def received(values: Iterable[Tuple[int, Cluster]]) -> Tuple[Cluster, bool]:
-    """(the node's new cluster, whether it changed) from what it received in a round."""
-    members, before = set(), None
-    for kind, cluster in values:
-        if kind == SELF:
-            before = cluster
-        else:
-            members.update(cluster)
+def inbox() -> list:
+    """What a node has received so far in a round, folded as it arrives: ``[members, its last cluster]``. It holds
+    the union of the clusters, not each one, so a node sent the clusters of a whole component (the smallest node
+    of a large one, in the middle rounds) holds the component once, not once a sender."""
+    return [set(), None]
+
+
+def take(box: list, message: Tuple[int, Cluster]) -> list:
+    """``box`` with one more message folded in."""
+    kind, cluster = message
+    if kind == SELF:
+        box[1] = cluster
+    else:
+        box[0].update(cluster)
+    return box
+
+
+def joined(boxes: Iterable) -> list:
+    """One inbox of several, each holding part of a node's messages (folded apart by a round's bundles; an inbox
+    or its :func:`sealed` form)."""
+    out = inbox()
+    for members, before in boxes:
+        out[0].update(members)
+        if before is not None:
+            out[1] = before
+    return out
+
+
+def sealed(box: list) -> Tuple[Cluster, Optional[Cluster]]:
+    """An inbox as it crosses a shuffle: its members as a tuple, its last cluster."""
+    return tuple(box[0]), box[1]
+
+
+def opened(box: list) -> Tuple[Cluster, bool]:
+    """(the node's new cluster, whether it changed) from its whole inbox."""
+    members, before = box
     after = tuple(sorted(members))
     return after, after != before
+
+
+def received(values: Iterable[Tuple[int, Cluster]]) -> Tuple[Cluster, bool]:
+    """(the node's new cluster, whether it changed) from what it received in a round."""
+    box = inbox()
+    for message in values:
+        take(box, message)
+    return opened(box)
 
 
 def label(cluster: Cluster) -> int:

@@ -7,6 +7,12 @@ edges are joined by union-find, per bundle and then in one worker (UnionFindFn),
 and their checks cost some twenty steps, each with a runner's fixed cost (docs/benchmarks.md). The labels are the
 same.
 
+Each round's messages are folded, in the bundle that sends them, into one inbox per target (SendFn): what reaches
+a node is the union of its senders' clusters, once, where the smallest node of a large component would otherwise be
+sent that component once per member. The neighbours, the rounds and the state held for the last count cross the
+shuffle as the ShuffleSpec says (through files on the DirectRunner: its launcher holds their paths, a worker one
+bucket; docs/scale.md).
+
 The graph is unrolled to ``rounds`` rounds (Beam has no loops). A component still changing after the last round
 (a chain of more than a few thousand split units) makes the run finish every component in one worker by union-find
 on the clusters (only the graph's units, no hash; the summary warns). Input: edges ``(unit a, unit b)``, a != b,
@@ -15,11 +21,15 @@ smallest unit; and a Tally of the units finished in one worker.
 """
 
 import apache_beam as beam
+from apache_beam.transforms.window import GlobalWindows
 
 from beam_pipeline.core.leakage import components
 from beam_pipeline.core.leakage.summary import Tally
+from beam_pipeline.stages.shuffle import GroupPackedByKey, Materialize
+from beam_pipeline.stages.specs import ShuffleSpec
 
 ROUNDS = 16                   # Hash-to-Min rounds unrolled: chains of about 2,000-5,000 units finish in them
+FOLD_MEMBERS = 1 << 17        # cluster members a round's bundle holds in its inboxes before it sends them on (~8 MB)
 TALLY_TAG = "tally"
 
 
@@ -39,18 +49,47 @@ def _not_yet_changed(element):
     return node, (cluster, True)
 
 
-def _send(element):
-    node, (cluster, _) = element
-    return components.messages(node, cluster)
-
-
 def _changed(element) -> int:
     return int(element[1][1])
 
 
-def _merge(element):
-    node, values = element
-    return node, components.received(values)
+class SendFn(beam.DoFn):
+    """(unit, (cluster, changed)) -> (target, inbox) of one Hash-to-Min round: each message folded, in the bundle,
+    into its target's inbox (core/leakage/components.inbox), so that what crosses the shuffle to a node is the
+    union of its senders' clusters in the bundle, once, not every sender's cluster (the smallest node of a large
+    component is sent the clusters of its whole component in the middle rounds). The bundle's inboxes go out when
+    they hold FOLD_MEMBERS members, and at its end; a node's inboxes from several bundles are joined after the
+    shuffle, to the same cluster."""
+
+    def start_bundle(self):
+        self._boxes, self._held = {}, 0
+
+    def process(self, element):
+        node, (cluster, _) = element
+        boxes = self._boxes
+        for target, message in components.messages(node, cluster):
+            box = boxes.get(target)
+            if box is None:
+                box = boxes[target] = components.inbox()
+            components.take(box, message)
+            self._held += len(message[1])
+        if self._held >= FOLD_MEMBERS:
+            yield from self._out()
+
+    def finish_bundle(self):
+        for element in self._out():
+            yield GlobalWindows.windowed_value(element)
+
+    def _out(self):
+        boxes, self._boxes, self._held = self._boxes, {}, 0
+        for target, box in boxes.items():
+            yield target, components.sealed(box)
+
+
+def _open(element):
+    """(unit, [inbox, ...]) -> (unit, (its new cluster, whether it changed))."""
+    node, boxes = element
+    return node, components.opened(components.joined(boxes))
 
 
 class LabelFn(beam.DoFn):
@@ -109,12 +148,15 @@ def nothing(_):
 
 
 class FindComponents(beam.PTransform):
-    """``labels, tally = edges | FindComponents(rounds)``; ``rounds`` 0: union-find in one worker (UnionFindFn), one
-    shuffle instead of ``rounds`` (a small corpus, counted at launch: launcher/runners.component_rounds)."""
+    """``labels, tally = edges | FindComponents(rounds, ShuffleSpec())``; ``rounds`` 0: union-find in one worker
+    (UnionFindFn), one shuffle instead of ``rounds`` (a small corpus, counted at launch:
+    launcher/runners.component_rounds). The rounds' messages cross the shuffle as the spec says: through files on
+    the DirectRunner, so that its launcher holds their paths, not the graph (stages/shuffle.py)."""
 
-    def __init__(self, rounds: int = ROUNDS):
+    def __init__(self, rounds: int = ROUNDS, shuffle: ShuffleSpec = ShuffleSpec()):
         super().__init__()
         self._rounds = rounds
+        self._shuffle = shuffle
 
     def expand(self, edges):
         if self._rounds == 0:
@@ -125,25 +167,29 @@ class FindComponents(beam.PTransform):
             return labels, edges | "NothingUnfinished" >> beam.FlatMap(nothing)
         clusters = (edges
                     | "BothWays" >> beam.FlatMap(_both_ways)
-                    | "GroupNeighbours" >> beam.GroupByKey()
+                    | "GroupNeighbours" >> GroupPackedByKey(self._shuffle)
                     | "FirstClusters" >> beam.Map(_first_cluster))
         # (unit, its cluster: itself and its neighbours, sorted)
         state = clusters | "NotYetChanged" >> beam.Map(_not_yet_changed)
         for round_ in range(self._rounds):
             state = (state
-                     | f"Send{round_:02d}" >> beam.FlatMap(_send)
-                     # (unit, (FULL | MIN | SELF, cluster)): the messages of one Hash-to-Min round
-                     | f"Receive{round_:02d}" >> beam.GroupByKey()
-                     | f"Merge{round_:02d}" >> beam.Map(_merge))
+                     | f"Send{round_:02d}" >> beam.ParDo(SendFn())
+                     # (unit, inbox): the messages of one Hash-to-Min round, folded per bundle and target
+                     | f"Receive{round_:02d}" >> GroupPackedByKey(self._shuffle)
+                     # (unit, [inbox, ...])
+                     | f"Open{round_:02d}" >> beam.Map(_open))
                      # (unit, (its new cluster, whether it changed))
         changed = (state
                    | "Changed" >> beam.Map(_changed)
                    | "CountChanged" >> beam.CombineGlobally(sum))
         # int: units whose cluster changed in the last round (0: every component is finished)
-        labelled = state | "Label" >> beam.ParDo(LabelFn(), changed=beam.pvalue.AsSingleton(changed)).with_outputs(
-            LabelFn.FINISH_TAG, main="labels")
+        labelled = (state
+                    | "HoldState" >> Materialize(self._shuffle)
+                    # the same, held until the count is known (in files on the DirectRunner, not in its launcher)
+                    | "Label" >> beam.ParDo(LabelFn(), changed=beam.pvalue.AsSingleton(changed)).with_outputs(
+                        LabelFn.FINISH_TAG, main="labels"))
         finished = (labelled[LabelFn.FINISH_TAG]
-                    | "GatherUnfinished" >> beam.GroupByKey()
+                    | "GatherUnfinished" >> GroupPackedByKey(self._shuffle)
                     | "FinishInOneWorker" >> beam.FlatMap(_finish))
         # (unit, component) of a run whose rounds did not finish every component (a very long chain)
         tally = (labelled[LabelFn.FINISH_TAG]

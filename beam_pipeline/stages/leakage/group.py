@@ -209,7 +209,7 @@ class GroupNearDuplicates(beam.PTransform):
         edges, old_labels = found | "ComponentsToJoin" >> rerun.ComponentsToJoin(changes, spec.parent is not None,
                                                                                 every_edge=rounds == 0)
         # (unit a, unit b) to join | (unit, component) of the parent's components no new pair or gone image touches
-        labels, component_tally = edges | "FindComponents" >> FindComponents(rounds)
+        labels, component_tally = edges | "FindComponents" >> FindComponents(rounds, self._shuffle)
         # (unit, component) of every unit with a near duplicate in another unit | Tally
         assigned = ((pairs | "PairByUnit" >> beam.Map(_pair_of_unit),
                      labels | "LabelByUnit" >> beam.Map(_label_of_unit),
