@@ -160,28 +160,30 @@ def near_pairs(banded: np.ndarray, radius: int, new_from: int = 0) -> Found:
     return Found(_unique(pairs), tuple(capped), compared)
 
 
-_BATCH_PAIRS = 1 << 20        # candidate pairs compared at once (their rows are gathered: ~100 bytes a pair)
+_BATCH_PAIRS = 1 << 18        # candidate pairs compared at once (their rows are gathered: ~100 bytes a pair, so about
+                              # 26 MB; a run of MAX_RUN rows alone has 2 M of them, so a run is cut between its rows)
 
 
 def _batches(starts: np.ndarray, stops: np.ndarray):
-    """(starts, stops) of consecutive runs holding about _BATCH_PAIRS candidate pairs each (a run is never cut)."""
+    """(first rows, their runs' stops) of about _BATCH_PAIRS candidate pairs each: every row k of the runs, with
+    the stop of its run, pairs with the rows after it in its run (a batch may cut a run between two rows)."""
     lengths = stops - starts
-    cumulative = np.cumsum(lengths * (lengths - 1) // 2)
-    first = 0
-    while first < len(starts):
-        last = int(np.searchsorted(cumulative, (cumulative[first - 1] if first else 0) + _BATCH_PAIRS, "right"))
-        last = max(last, first + 1)
-        yield starts[first:last], stops[first:last]
-        first = last
+    first = np.repeat(starts, lengths) + (np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths))
+    stop = np.repeat(stops, lengths)
+    cumulative = np.cumsum(stop - first - 1)
+    done = 0
+    while done < len(first):
+        last = int(np.searchsorted(cumulative, (cumulative[done - 1] if done else 0) + _BATCH_PAIRS, "right"))
+        last = max(last, done + 1)
+        yield first[done:last], stop[done:last]
+        done = last
 
 
 def _pairs_in_runs(rows: np.ndarray, new: np.ndarray, batch, radius: int, only_new: bool):
-    """Every pair of rows within each run of the batch, compared in one numpy pass (a run's rows are
-    ``rows[start:stop]``): row k pairs with each later row of its run."""
-    starts, stops = batch
-    lengths = stops - starts
-    k = np.repeat(starts, lengths) + (np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths))
-    later = np.repeat(stops, lengths) - k - 1                      # rows after k in its run
+    """Every pair of a batch's rows with the later rows of their runs, compared in one numpy pass (row k pairs
+    with ``rows[k + 1:stop]``, ``stop`` the end of its run)."""
+    k, stops = batch
+    later = stops - k - 1                                          # rows after k in its run
     i = np.repeat(k, later)
     j = i + 1 + (np.arange(later.sum()) - np.repeat(np.cumsum(later) - later, later))
     if only_new:

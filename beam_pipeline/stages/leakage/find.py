@@ -28,7 +28,7 @@ from beam_pipeline.stages.specs import ShuffleSpec
 FILES_TAG = "files"            # (path relative to the output, its files entry)
 TALLY_TAG = "tally"            # Tally of a bucket: distances computed, runs capped
 BAND_WIDTH = 2 + bands.ROW_WORDS   # a band row: band, value, then the row (image, unit, the hash)
-_FLUSH_ROWS = 50_000           # a bundle sends its rows once it holds this many hashes
+_FLUSH_ROWS = 5_000            # a bundle sends its rows once it holds this many hashes (about 5 MB of band rows)
 
 
 class BandRowsFn(beam.DoFn):
