@@ -6,6 +6,7 @@ object stores a folder is a key prefix: it is removed with a trailing slash, and
 while a file lives below it).
 """
 
+import heapq
 import json
 import os
 from typing import Dict
@@ -41,6 +42,43 @@ def join_parts(parts, target: str) -> dict:
                 for chunk in _chunks(part):
                     handle.write(chunk)
                     digest_of.update(chunk)
+        finally:
+            handle.close()
+    except OSError as error:
+        raise write_failed(target, error) from error
+    return digest_of.entry()
+
+
+def join_sorted_parts(parts, target: str, write_bytes_at_once: int = 1 << 20) -> dict:
+    """Write ``parts`` one after the other into ``target``, each part a list of files of sorted lines (each line
+    ended by a newline) written as one sorted run: a part of one file is copied in chunks, the files of a part of
+    several are merged line by line as they are read (``heapq.merge``: a few lines of each file held, never a
+    whole file). Returns ``target``'s ``files`` entry. The bytes are those of each part's lines sorted together:
+    a line end sorts before every character a line holds (JSON escapes control characters), and UTF-8 bytes sort
+    as their characters do."""
+    from beam_pipeline.io import streams
+    digest_of = digests.StreamDigest()
+    try:
+        handle = streams.create_for_write(target, compression_type="uncompressed")
+        try:
+            def write(chunk):
+                handle.write(chunk)
+                digest_of.update(chunk)
+
+            for files_of_part in parts:
+                if len(files_of_part) == 1:
+                    for chunk in _chunks(files_of_part[0]):
+                        write(chunk)
+                    continue
+                held, size = [], 0
+                for line in heapq.merge(*(read_lines_in_range(path, 0, 1 << 62) for path in files_of_part)):
+                    held.append(line)
+                    size += len(line) + 1
+                    if size >= write_bytes_at_once:
+                        write(b"\n".join(held) + b"\n")
+                        held, size = [], 0
+                if held:
+                    write(b"\n".join(held) + b"\n")
         finally:
             handle.close()
     except OSError as error:
