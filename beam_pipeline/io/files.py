@@ -18,6 +18,7 @@ from beam_pipeline.core import digests, paths
 from beam_pipeline.core.failures import write_failed
 
 _CHUNK = digests.CHUNK_BYTES
+_PAST_THE_END = 1 << 62                 # a range end past any file's end: read the file to its end
 
 
 def write_bytes(path: str, data: bytes) -> dict:
@@ -33,29 +34,16 @@ def write_bytes(path: str, data: bytes) -> dict:
 def join_parts(parts, target: str) -> dict:
     """Write the files ``parts`` one after the other into ``target`` (empty when there are none), read
     and written in chunks; returns ``target``'s ``files`` entry. An OSError names the file."""
-    from beam_pipeline.io import streams
-    digest_of = digests.StreamDigest()
-    try:
-        handle = streams.create_for_write(target, compression_type="uncompressed")
-        try:
-            for part in parts:
-                for chunk in _chunks(part):
-                    handle.write(chunk)
-                    digest_of.update(chunk)
-        finally:
-            handle.close()
-    except OSError as error:
-        raise write_failed(target, error) from error
-    return digest_of.entry()
+    return join_sorted_parts([[part] for part in parts], target)
 
 
 def join_sorted_parts(parts, target: str, write_bytes_at_once: int = 1 << 20) -> dict:
     """Write ``parts`` one after the other into ``target``, each part a list of files of sorted lines (each line
     ended by a newline) written as one sorted run: a part of one file is copied in chunks, the files of a part of
     several are merged line by line as they are read (``heapq.merge``: a few lines of each file held, never a
-    whole file). Returns ``target``'s ``files`` entry. The bytes are those of each part's lines sorted together:
-    a line end sorts before every character a line holds (JSON escapes control characters), and UTF-8 bytes sort
-    as their characters do."""
+    whole file). Returns ``target``'s ``files`` entry; an OSError names the file. The bytes are those of each
+    part's lines sorted together: a line end sorts before every character a line holds (JSON escapes control
+    characters), and UTF-8 bytes sort as their characters do."""
     from beam_pipeline.io import streams
     digest_of = digests.StreamDigest()
     try:
@@ -71,7 +59,7 @@ def join_sorted_parts(parts, target: str, write_bytes_at_once: int = 1 << 20) ->
                         write(chunk)
                     continue
                 held, size = [], 0
-                for line in heapq.merge(*(read_lines_in_range(path, 0, 1 << 62) for path in files_of_part)):
+                for line in heapq.merge(*(read_lines_in_range(path, 0, _PAST_THE_END) for path in files_of_part)):
                     held.append(line)
                     size += len(line) + 1
                     if size >= write_bytes_at_once:
@@ -132,7 +120,7 @@ def line_ranges(size: int, range_bytes: int):
     """``(start, end)`` byte ranges of at most ``range_bytes`` that cover a file of ``size`` bytes, end to end; one
     range to the end of the file when its size is not known (0)."""
     if size <= 0:
-        return [(0, 1 << 62)]
+        return [(0, _PAST_THE_END)]
     return [(start, min(start + range_bytes, size)) for start in range(0, size, range_bytes)]
 
 
