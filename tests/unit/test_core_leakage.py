@@ -192,14 +192,16 @@ def _bfs_labels(edges):
     return labels
 
 
-def _hash_to_min(edges, rounds):
+def _hash_to_min(edges, rounds, receive=components.received):
+    """(labels, rounds taken), or (None, rounds) when unfinished; ``receive`` turns a node's messages of a round
+    into (its new cluster, whether it changed)."""
     clusters = components.first_clusters(edges)
     for done in range(rounds):
         inbox = collections.defaultdict(list)
         for node, cluster in clusters.items():
             for target, message in components.messages(node, cluster):
                 inbox[target].append(message)
-        merged = {node: components.received(values) for node, values in inbox.items()}
+        merged = {node: receive(values) for node, values in inbox.items()}
         clusters = {node: cluster for node, (cluster, _) in merged.items()}
         if not any(changed for _, changed in merged.values()):
             return {node: components.label(cluster) for node, cluster in clusters.items()}, done + 1
@@ -269,6 +271,7 @@ def test_forests_of_parts_of_the_edges_merge_into_the_components_of_all(parts):
     assert components.flattened(components.merged(reversed(forests))) == expected
     assert components.merged([]) == {} and set(expected.values()) >= {1000}
 
+
 def test_a_nodes_inbox_is_the_union_of_what_it_received_and_tells_whether_it_changed():
     full, low, own = components.FULL, components.MIN, components.SELF
     messages = [(full, (1, 2, 3)), (low, (1,)), (full, (1, 3, 4)), (own, (1, 2)), (full, (1, 2))]
@@ -282,33 +285,25 @@ def test_a_nodes_inbox_is_the_union_of_what_it_received_and_tells_whether_it_cha
 
 @pytest.mark.parametrize("parts", [1, 2, 5])
 def test_a_rounds_messages_folded_in_parts_give_what_they_give_whole(parts):
-    """What the round's combine does: each bundle folds its part of a node's messages into an inbox, and the
-    inboxes, joined in any order, open as the node's messages taken whole; the rounds then label every node by
-    its component's smallest."""
+    """What a round's bundles do (stages/leakage/components.SendFn): each folds its part of a node's messages into
+    an inbox, and the inboxes, joined in any order, sealed or not, open as the node's messages taken whole; the
+    rounds then label every node by its component's smallest."""
     rng = np.random.default_rng(parts)
     edges = [tuple(int(x) for x in rng.integers(0, 300, 2)) for _ in range(500)]
     edges = [(a, b) for a, b in edges if a != b]
-    clusters = components.first_clusters(edges)
-    for _ in range(40):
-        inbox = collections.defaultdict(list)
-        for node, cluster in clusters.items():
-            for target, message in components.messages(node, cluster):
-                inbox[target].append(message)
-        merged = {}
-        for node, values in inbox.items():
-            order = rng.permutation(len(values))
-            boxes = [components.inbox() for _ in range(parts)]
-            for position, index in enumerate(order):
-                components.take(boxes[position % parts], values[index])
-            whole = components.received(values)
-            assert components.opened(components.joined(boxes)) == whole
-            assert components.opened(components.joined(reversed(boxes))) == whole
-            assert components.opened(components.joined(map(components.sealed, boxes))) == whole
-            merged[node] = whole
-        clusters = {node: cluster for node, (cluster, _) in merged.items()}
-        if not any(changed for _, changed in merged.values()):
-            break
-    assert {node: components.label(cluster) for node, cluster in clusters.items()} == _bfs_labels(edges)
+
+    def folded(values):
+        boxes = [components.inbox() for _ in range(parts)]
+        for position, index in enumerate(rng.permutation(len(values))):
+            components.take(boxes[position % parts], values[index])
+        whole = components.received(values)
+        assert components.opened(components.joined(boxes)) == whole
+        assert components.opened(components.joined(reversed(boxes))) == whole
+        assert components.opened(components.joined(map(components.sealed, boxes))) == whole
+        return components.opened(components.joined(boxes))
+
+    labels, _ = _hash_to_min(edges, 40, receive=folded)
+    assert labels == _bfs_labels(edges)
 
 
 # --------------------------------------------------------------------------
