@@ -8,8 +8,12 @@ is a key, and only the hashes that share a key are compared. Every pair within t
 The rows of one bucket (the keys ``bucket_of`` sends there, all bands) are one worker's: sorted by (band, value),
 each run of equal keys is compared pair by pair, and a run longer than ``MAX_RUN`` (a thousand blank frames) is
 *capped*: each of its hashes is compared with the next ``WINDOW`` in the order of the whole hash, which links a run
-of identical hashes into one chain at a bounded cost, and the run is reported. The rows of a bucket are also the
-version's index, kept for a re-run (core/leakage/index.py). Pure numpy.
+of identical hashes into one chain at a bounded cost, and the run is reported. Two hashes that agree on several
+bands meet in each of those bands' runs; a pair is kept only by the run of the *first* band they agree on (each
+row holds its whole hash, so the bands before its run's are recomputed), so every pair leaves the buckets once,
+not once per shared band (a copy of an image agrees on all of them). Where that first band's run is capped, the
+pair is kept only if the window links it there. The rows of a bucket are also the version's index, kept for a
+re-run (core/leakage/index.py). Pure numpy.
 """
 
 import dataclasses
@@ -137,6 +141,7 @@ def near_pairs(banded: np.ndarray, radius: int, new_from: int = 0) -> Found:
     new = np.arange(len(banded)) >= new_from
     order = np.lexsort((banded[:, 2], banded[:, 1], banded[:, 0]))
     rows, new = banded[order], new[order]
+    shared = _FirstShared(band_values(rows[:, 4:], Layout(radius)), rows[:, 0])
     keys = rows[:, :2]
     starts = np.flatnonzero(np.r_[True, np.any(keys[1:] != keys[:-1], axis=1)])
     stops = np.r_[starts[1:], len(rows)]
@@ -147,12 +152,12 @@ def near_pairs(banded: np.ndarray, radius: int, new_from: int = 0) -> Found:
             continue
         run = rows[start:stop]
         capped.append((int(run[0, 0]), len(run)))
-        pairs, n = _windowed(run, new[start:stop], radius)
+        pairs, n = _windowed(run, new[start:stop], radius, shared.within(start))
         compared += n
         found.append(pairs)
     small = (lengths > 1) & (lengths <= MAX_RUN)
     for batch in _batches(starts[small], stops[small]):
-        pairs, n = _pairs_in_runs(rows, new, batch, radius, bool(new_from))
+        pairs, n = _pairs_in_runs(rows, new, batch, radius, bool(new_from), shared)
         compared += n
         found.append(pairs)
     found = [pairs for pairs in found if len(pairs)]
@@ -179,7 +184,30 @@ def _batches(starts: np.ndarray, stops: np.ndarray):
         done = last
 
 
-def _pairs_in_runs(rows: np.ndarray, new: np.ndarray, batch, radius: int, only_new: bool):
+class _FirstShared:
+    """Whether two rows of a bucket meet in the first band their hashes agree on: ``values`` (n, bands) each row's
+    value in every band, ``band`` (n,) the band of the row's run. ``within(start)``: the same for the rows of a
+    run taken apart from ``start`` on."""
+
+    def __init__(self, values: np.ndarray, band: np.ndarray, offset: int = 0):
+        self._values = values
+        self._band = band
+        self._offset = offset
+
+    def within(self, start: int) -> "_FirstShared":
+        return _FirstShared(self._values, self._band, self._offset + start)
+
+    def first(self, i: np.ndarray, j: np.ndarray, order: np.ndarray = None) -> np.ndarray:
+        """For rows i, j of one run each pair (``order``: the run's rows were reordered by it): True where no band
+        before the run's agrees."""
+        if order is not None:
+            i, j = order[i], order[j]
+        i, j = i + self._offset, j + self._offset
+        earlier = np.arange(self._values.shape[1], dtype=np.uint64)[None, :] < self._band[i][:, None]
+        return ~np.any((self._values[i] == self._values[j]) & earlier, axis=1)
+
+
+def _pairs_in_runs(rows: np.ndarray, new: np.ndarray, batch, radius: int, only_new: bool, shared: _FirstShared):
     """Every pair of a batch's rows with the later rows of their runs, compared in one numpy pass (row k pairs
     with ``rows[k + 1:stop]``, ``stop`` the end of its run)."""
     k, stops = batch
@@ -191,10 +219,11 @@ def _pairs_in_runs(rows: np.ndarray, new: np.ndarray, batch, radius: int, only_n
         i, j = i[keep], j[keep]
     d = phash.distances(rows[i, 4:], rows[j, 4:])
     close = d <= radius
+    close[close] = shared.first(i[close], j[close])
     return _pair_rows(rows, i[close], j[close], d[close]), len(i)
 
 
-def _windowed(run: np.ndarray, fresh: np.ndarray, radius: int):
+def _windowed(run: np.ndarray, fresh: np.ndarray, radius: int, shared: _FirstShared):
     order = np.lexsort(tuple(run[:, col] for col in range(ROW_WORDS + 1, 3, -1)))
     run, fresh = run[order], fresh[order]
     parts, compared = [], 0
@@ -203,6 +232,7 @@ def _windowed(run: np.ndarray, fresh: np.ndarray, radius: int):
         j = i + step
         d = phash.distances(run[i, 4:], run[j, 4:])
         close = d <= radius
+        close[close] = shared.first(i[close], j[close], order)
         compared += len(i)
         parts.append(_pair_rows(run, i[close], j[close], d[close]))
     return np.concatenate(parts), compared
@@ -222,26 +252,6 @@ def _unique(pairs: np.ndarray) -> np.ndarray:
     if not len(pairs):
         return pairs
     return np.unique(pairs, axis=0)
-
-
-PAIR_WIDTH = 5                # a pair row: image a, image b, unit a, unit b, distance
-
-
-def by_route(pairs: np.ndarray) -> Dict[int, np.ndarray]:
-    """{route: pair rows}: a bucket's pairs cut by their first image, so that every copy of a pair (two hashes that
-    agree on several bands are found in each of those bands' buckets) meets the others in one route."""
-    if not len(pairs):
-        return {}
-    routes = pairs[:, 0] % np.uint64(BUCKETS)
-    return {int(route): pairs[routes == route] for route in np.unique(routes)}
-
-
-def distinct(parts: List[np.ndarray]) -> np.ndarray:
-    """The pair rows of one route's parts, each pair once (its copies are equal rows), sorted."""
-    parts = [part for part in parts if len(part)]
-    if not parts:
-        return np.zeros((0, PAIR_WIDTH), np.uint64)
-    return np.unique(np.concatenate(parts), axis=0)
 
 
 def pair_tuples(pairs: np.ndarray) -> Iterator[Tuple[int, int, int, int, int]]:

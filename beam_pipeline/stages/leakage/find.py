@@ -6,7 +6,8 @@ no process holds every hash. The bucket's rows are also this version's index fil
 (``parent``), the nodes are only the new ones: a bucket reads the parent's rows of that bucket, drops the gone
 images' rows (``gone``, a side input: the images of the parent that this version no longer holds as they were),
 compares each new row with the others, and writes the merged rows. A pair found in several buckets (its hashes
-agree on several bands) is kept once, by a second shuffle of the buckets' packed pairs by their first image.
+agree on several bands, and so meet in several buckets) is kept only by the bucket of the first band they agree on
+(core/leakage/bands.py), so no second shuffle makes the pairs distinct.
 Output: ``(image a, image b, unit a, unit b, distance)``, each pair once; the index files written (FILES_TAG); what
 the buckets compared and capped (TALLY_TAG).
 """
@@ -73,8 +74,8 @@ def every_bucket_markers() -> List[tuple]:
 
 
 class FindInBucketFn(beam.DoFn):
-    """(bucket, [packed band rows, ...]) -> (route, packed near pairs) of the bucket; its index file (FILES_TAG);
-    its Tally (TALLY_TAG)."""
+    """(bucket, [packed band rows, ...]) -> each near pair the bucket keeps, (image a, image b, unit a, unit b,
+    distance); its index file (FILES_TAG); its Tally (TALLY_TAG)."""
 
     def __init__(self, radius: int, output: str, version: str, parent: Optional[index.ParentIndex]):
         self._radius = radius
@@ -89,8 +90,7 @@ class FindInBucketFn(beam.DoFn):
         old = self._parent_rows(bucket, gone)
         rows = np.concatenate([old, new])
         found = bands.near_pairs(rows, self._radius, new_from=len(old) if self._parent else 0)
-        for route, pairs in sorted(bands.by_route(found.pairs).items()):
-            yield route, bands.to_bytes(pairs)
+        yield from bands.pair_tuples(found.pairs)
         yield beam.pvalue.TaggedOutput(TALLY_TAG, Tally(compared=found.compared,
                                                          capped=[(n, band) for band, n in found.capped]))
         if len(rows):
@@ -112,14 +112,6 @@ class FindInBucketFn(beam.DoFn):
         if len(gone) and len(rows):
             rows = rows[~np.isin(rows[:, 2], np.fromiter(gone, dtype=np.uint64, count=len(gone)))]
         return rows
-
-
-def _distinct_pairs(element):
-    """(route, [packed pairs, ...]) -> each pair of the route once: two hashes that agree on several bands are found
-    in each of those bands' buckets (how many copies that makes: docs/benchmarks.md), and one tuple a pair
-    downstream is what the components, the join by unit and the pairs file are sized by."""
-    _, blobs = element
-    yield from bands.pair_tuples(bands.distinct([bands.from_bytes(blob, bands.PAIR_WIDTH) for blob in blobs]))
 
 
 class FindNearPairs(beam.PTransform):
@@ -149,10 +141,5 @@ class FindNearPairs(beam.PTransform):
                  | "CompareInBucket" >> beam.ParDo(FindInBucketFn(self._radius, self._output, self._version,
                                                                   self._parent), **side)
                  .with_outputs(FILES_TAG, TALLY_TAG, main="pairs"))
-        # (route, packed pairs of a bucket) | (index file, entry) | Tally
-        pairs = (found.pairs
-                 | "GroupByPairRoute" >> GroupPackedByKey(self._shuffle)
-                 # (route, [packed pairs, ...]): the copies of a pair found in several buckets, in one route
-                 | "DistinctPairs" >> beam.FlatMap(_distinct_pairs))
-        # (image a, image b, unit a, unit b, distance), each pair once
-        return pairs, found[FILES_TAG], found[TALLY_TAG]
+        # (image a, image b, unit a, unit b, distance), each pair once | (index file, entry) | Tally
+        return found.pairs, found[FILES_TAG], found[TALLY_TAG]
