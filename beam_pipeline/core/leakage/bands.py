@@ -203,8 +203,11 @@ class _FirstShared:
         if order is not None:
             i, j = order[i], order[j]
         i, j = i + self._offset, j + self._offset
-        earlier = np.arange(self._values.shape[1], dtype=np.uint64)[None, :] < self._band[i][:, None]
-        return ~np.any((self._values[i] == self._values[j]) & earlier, axis=1)
+        band = self._band[i]
+        agreed = np.zeros(len(i), dtype=bool)
+        for earlier in range(int(band.max()) if len(i) else 0):    # a band at a time: no (pairs, bands) array
+            agreed |= (self._values[i, earlier] == self._values[j, earlier]) & (band > np.uint64(earlier))
+        return ~agreed
 
 
 def _pairs_in_runs(rows: np.ndarray, new: np.ndarray, batch, radius: int, only_new: bool, shared: _FirstShared):
