@@ -141,7 +141,7 @@ def near_pairs(banded: np.ndarray, radius: int, new_from: int = 0) -> Found:
     new = np.arange(len(banded)) >= new_from
     order = np.lexsort((banded[:, 2], banded[:, 1], banded[:, 0]))
     rows, new = banded[order], new[order]
-    shared = _FirstShared(band_values(rows[:, 4:], Layout(radius)), rows[:, 0])
+    values = band_values(rows[:, 4:], Layout(radius))      # (n, bands): which band two rows first agree on
     keys = rows[:, :2]
     starts = np.flatnonzero(np.r_[True, np.any(keys[1:] != keys[:-1], axis=1)])
     stops = np.r_[starts[1:], len(rows)]
@@ -152,12 +152,12 @@ def near_pairs(banded: np.ndarray, radius: int, new_from: int = 0) -> Found:
             continue
         run = rows[start:stop]
         capped.append((int(run[0, 0]), len(run)))
-        pairs, n = _windowed(run, new[start:stop], radius, shared.within(start))
+        pairs, n = _windowed(run, new[start:stop], radius, values, start)
         compared += n
         found.append(pairs)
     small = (lengths > 1) & (lengths <= MAX_RUN)
     for batch in _batches(starts[small], stops[small]):
-        pairs, n = _pairs_in_runs(rows, new, batch, radius, bool(new_from), shared)
+        pairs, n = _pairs_in_runs(rows, new, batch, radius, bool(new_from), values)
         compared += n
         found.append(pairs)
     found = [pairs for pairs in found if len(pairs)]
@@ -184,33 +184,16 @@ def _batches(starts: np.ndarray, stops: np.ndarray):
         done = last
 
 
-class _FirstShared:
-    """Whether two rows of a bucket meet in the first band their hashes agree on: ``values`` (n, bands) each row's
-    value in every band, ``band`` (n,) the band of the row's run. ``within(start)``: the same for the rows of a
-    run taken apart from ``start`` on."""
-
-    def __init__(self, values: np.ndarray, band: np.ndarray, offset: int = 0):
-        self._values = values
-        self._band = band
-        self._offset = offset
-
-    def within(self, start: int) -> "_FirstShared":
-        return _FirstShared(self._values, self._band, self._offset + start)
-
-    def first(self, i: np.ndarray, j: np.ndarray, order: np.ndarray = None) -> np.ndarray:
-        """For rows i, j of one run each pair (``order``: the run's rows were reordered by it): True where no band
-        before the run's agrees."""
-        if order is not None:
-            i, j = order[i], order[j]
-        i, j = i + self._offset, j + self._offset
-        band = self._band[i]
-        agreed = np.zeros(len(i), dtype=bool)
-        for earlier in range(int(band.max()) if len(i) else 0):    # a band at a time: no (pairs, bands) array
-            agreed |= (self._values[i, earlier] == self._values[j, earlier]) & (band > np.uint64(earlier))
-        return ~agreed
+def _first_shared(band: np.ndarray, values: np.ndarray, i: np.ndarray, j: np.ndarray) -> np.ndarray:
+    """For pairs of rows i, j of one run, of band ``band`` (``values``: each row's value in every band): True where
+    the run's band is the first their hashes agree on, so that no other bucket keeps the pair."""
+    agreed = np.zeros(len(i), dtype=bool)
+    for earlier in range(int(band.max()) if len(i) else 0):    # a band at a time: no (pairs, bands) array
+        agreed |= (values[i, earlier] == values[j, earlier]) & (band > np.uint64(earlier))
+    return ~agreed
 
 
-def _pairs_in_runs(rows: np.ndarray, new: np.ndarray, batch, radius: int, only_new: bool, shared: _FirstShared):
+def _pairs_in_runs(rows: np.ndarray, new: np.ndarray, batch, radius: int, only_new: bool, values: np.ndarray):
     """Every pair of a batch's rows with the later rows of their runs, compared in one numpy pass (row k pairs
     with ``rows[k + 1:stop]``, ``stop`` the end of its run)."""
     k, stops = batch
@@ -222,11 +205,13 @@ def _pairs_in_runs(rows: np.ndarray, new: np.ndarray, batch, radius: int, only_n
         i, j = i[keep], j[keep]
     d = phash.distances(rows[i, 4:], rows[j, 4:])
     close = d <= radius
-    close[close] = shared.first(i[close], j[close])
+    close[close] = _first_shared(rows[i[close], 0], values, i[close], j[close])
     return _pair_rows(rows, i[close], j[close], d[close]), len(i)
 
 
-def _windowed(run: np.ndarray, fresh: np.ndarray, radius: int, shared: _FirstShared):
+def _windowed(run: np.ndarray, fresh: np.ndarray, radius: int, values: np.ndarray, start: int):
+    """The capped run ``run`` (rows ``start`` on of the bucket's, whose band values ``values`` holds): each hash
+    compared with the next WINDOW in the order of the whole hash."""
     order = np.lexsort(tuple(run[:, col] for col in range(ROW_WORDS + 1, 3, -1)))
     run, fresh = run[order], fresh[order]
     parts, compared = [], 0
@@ -235,7 +220,7 @@ def _windowed(run: np.ndarray, fresh: np.ndarray, radius: int, shared: _FirstSha
         j = i + step
         d = phash.distances(run[i, 4:], run[j, 4:])
         close = d <= radius
-        close[close] = shared.first(i[close], j[close], order)
+        close[close] = _first_shared(run[i[close], 0], values, start + order[i[close]], start + order[j[close]])
         compared += len(i)
         parts.append(_pair_rows(run, i[close], j[close], d[close]))
     return np.concatenate(parts), compared
