@@ -7,6 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 SAMPLE := build/sample
 OUT := build/out
+TEST_PACKAGES := build/test-packages
 
 .PHONY: install run test test-fast test-deps bench bench-input clean flink-jar
 
@@ -24,7 +25,14 @@ $(VENV)/.installed: requirements.txt requirements-tests-nodeps.txt setup.py
 		$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	@touch $@
 
-install: $(VENV)/.installed
+# requirements-tests-apart.txt goes to $(TEST_PACKAGES), outside .venv: a package that slows every run when importable
+# (tensorflow-text), on the PYTHONPATH of the one test that needs it.
+$(TEST_PACKAGES)/.installed: requirements-tests-apart.txt $(VENV)/.installed
+	@echo "set-up: installing requirements-tests-apart.txt into $(TEST_PACKAGES)"
+	@$(PY) -m pip install --quiet --no-deps --upgrade --target $(TEST_PACKAGES) -r requirements-tests-apart.txt
+	@touch $@
+
+install: $(VENV)/.installed $(TEST_PACKAGES)/.installed
 
 # The commands are not echoed: the console shows the runs' progress and summaries (docs/running.md, What the console shows).
 run: install

@@ -8,6 +8,7 @@ tensorflow_text, which the trainer's process never imports (tf.Transform imports
 """
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -90,11 +91,19 @@ def test_the_loader_gives_tf_transforms_arrays(task, segmentation_run, classific
     assert compared == splits["val"]["num_examples"] + splits["test"]["num_examples"] > 0
 
 
+TEST_PACKAGES = os.path.join(ROOT, "build", "test-packages")     # requirements-tests-apart.txt (Makefile)
+
+
 @pytest.fixture(scope="module")
 def refused_graphs(tmp_path_factory):
+    """The graphs, written in a child process that has tensorflow_text: it is installed apart from .venv, where
+    tf.Transform would import it in every run."""
+    assert os.path.isdir(os.path.join(TEST_PACKAGES, "tensorflow_text")), \
+        f"tensorflow_text is not in {TEST_PACKAGES}: run make install (requirements-tests-apart.txt)"
     root = tmp_path_factory.mktemp("refused_graphs")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [TEST_PACKAGES, os.environ.get("PYTHONPATH")])))
     completed = subprocess.run([sys.executable, "-c", WRITE_GRAPHS, str(root)], cwd=ROOT, capture_output=True,
-                               text=True, timeout=600)
+                               text=True, timeout=600, env=env)
     assert completed.returncode == 0, completed.stderr[-4000:]
     return root
 
@@ -114,7 +123,7 @@ def test_a_graph_only_tf_transform_could_run_is_refused(refused_graphs, kind, ex
 def test_the_trainer_stops_in_one_line_on_a_graph_with_ops_of_a_package_not_imported(refused_graphs,
                                                                                       segmentation_run, tmp_path):
     """The real command on a dataset whose transform graph needs tensorflow_text's ops (tensorflow_text is
-    installed here, but the trainer does not import it, so its ops are not registered in that process)."""
+    installed apart, and the trainer would not import it anyway, so its ops are not registered in that process)."""
     data = tmp_path / "data"
     shutil.copytree(segmentation_run[0], data)
     manifest = json.loads((data / "manifest.json").read_text())
