@@ -149,6 +149,7 @@ def runner(options: PipelineOptions):
     from apache_beam.runners.portability.fn_api_runner import FnApiRunner, fn_runner
     from apache_beam.runners.portability.portable_runner import JobServiceHandle
     send_bundles_by_size()
+    side_inputs_read_per_bundle()
     encoded = JobServiceHandle.encode_pipeline_options(options.get_all_options())
 
     class Runner(FnApiRunner):
@@ -245,6 +246,25 @@ def send_bundles_by_size() -> None:
         _LOG.warning("Beam's FnApiRunner has no DATA_BUFFER_TIME_LIMIT_MS any more: check send_bundles_by_size")
         return
     worker_handlers.DATA_BUFFER_TIME_LIMIT_MS = 0
+
+
+def side_inputs_read_per_bundle() -> None:
+    """Make the DirectRunner's in-process workers read a side input from the runner's state in each bundle that
+    uses it, instead of keeping it in their state cache.
+
+    FnApiRunner gives the workers it runs in this process (the in-process engine, its threads, and the
+    statistics' steps of a run on worker processes) a state cache of ``worker_handlers.STATE_CACHE_SIZE_MB`` (100
+    in Beam 2.70). The cache weighs each value it keeps with objsize, which first walks the globals of every loaded
+    module (some 9,000 once TensorFlow is imported): 5 ms for each side input a bundle loads, 0.17 s of README's
+    first run (docs/benchmarks.md, Fast start). This pipeline's side inputs are small (counts, the statistics,
+    files' paths: the runner holds no record, docs/scale.md), so reading one again costs less than weighing it;
+    a bundle still reads each of its side inputs once. SDK worker processes keep Beam's default.
+    """
+    from apache_beam.runners.portability.fn_api_runner import worker_handlers
+    if not hasattr(worker_handlers, "STATE_CACHE_SIZE_MB"):         # a Beam without it: its own default stands
+        _LOG.debug("Beam's FnApiRunner has no STATE_CACHE_SIZE_MB: its in-process state cache is left as it is")
+        return
+    worker_handlers.STATE_CACHE_SIZE_MB = 0
 
 
 def absolute_local_paths(config: CorpusConfig, options: PipelineOptions) -> CorpusConfig:
