@@ -5,9 +5,11 @@ bytes of rejects, thumbnails instead of images. Paths in the manifest are
 relative to ``folder``; ``folder`` may be a local path, gs:// or s3://.
 """
 
+import concurrent.futures
 import io
 import json
 import logging
+import os
 from typing import Dict, Iterator, List, Optional
 
 import numpy as np
@@ -111,15 +113,20 @@ class _Encoded:
     def size(self) -> int:
         return len(self.example) if self.decoded is None else 0
 
-    def decode(self, px: int, task: str, decoder) -> tuple:
-        if self.decoded is None:
-            batch = decoder.DecodeBatch([self.example])
-            image, mask = (_first(_column(batch, name)[0]) for name in (features.IMAGE_ENCODED, features.MASK_ENCODED))
-            thumb = _thumbnail(image, px)
-            size = (thumb.shape[1], thumb.shape[0])
-            self.decoded = (thumb, _mask_like(mask, size) if task == "segmentation" else None)
-            self.example = None
-        return self.decoded
+    def encoded(self, decoder) -> tuple:
+        """(encoded image, encoded mask) of the record: its features, not yet its pixels."""
+        batch = decoder.DecodeBatch([self.example])
+        return tuple(_first(_column(batch, name)[0]) for name in (features.IMAGE_ENCODED, features.MASK_ENCODED))
+
+    def keep(self, decoded: tuple) -> None:
+        self.decoded, self.example = decoded, None
+
+
+def _thumbnails(encoded: tuple, px: int, task: str) -> tuple:
+    """(thumbnail RGB array, mask resized to it or None) of one record's encoded image and mask."""
+    image, mask = encoded
+    thumb = _thumbnail(image, px)
+    return thumb, _mask_like(mask, (thumb.shape[1], thumb.shape[0])) if task == "segmentation" else None
 
 
 class LazyGallery:
@@ -164,15 +171,27 @@ class LazyGallery:
             self.pending = 0
 
     def _decode(self, items: List[data.GalleryItem]) -> None:
+        """Each item's thumbnails, each record decoded once: on a thread a core, as Pillow's decoding and resizing
+        let go of the GIL (the records' features are read here, by one tfx-bsl decoder)."""
         if self._decoder is None:
             self._decoder = _decoder(_ENCODED_FEATURES)
+        sources = list({id(item.source): item.source for item in items if item.source.decoded is None}.values())
+        threads = min(len(sources), os.cpu_count() or 1)
+        if threads:
+            with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+                for first in range(0, len(sources), 2 * threads):      # a few records' features out at a time
+                    chunk = sources[first:first + 2 * threads]
+                    encoded = [source.encoded(self._decoder) for source in chunk]
+                    for source, pair in zip(chunk, pool.map(_thumbnails, encoded, [self._px] * len(chunk),
+                                                            [self._task] * len(chunk))):
+                        source.keep(pair)
         for item in items:
-            item.image, item.mask = item.source.decode(self._px, self._task, self._decoder)
+            item.image, item.mask = item.source.decoded
 
     def result(self) -> Dict[int, List[data.GalleryItem]]:
         gallery = self._picker.result()
+        self._decode([item for items in gallery.values() for item in items])
         for items in gallery.values():
-            self._decode(items)
             for item in items:
                 item.source = None
         return gallery
