@@ -255,8 +255,8 @@ def side_inputs_read_per_bundle() -> None:
     FnApiRunner gives the workers it runs in this process (the in-process engine, its threads, and the
     statistics' steps of a run on worker processes) a state cache of ``worker_handlers.STATE_CACHE_SIZE_MB`` (100
     in Beam 2.70). The cache weighs each value it keeps with objsize, which first walks the globals of every loaded
-    module (some 9,000 once TensorFlow is imported): 5 ms for each side input a bundle loads, 0.17 s of README's
-    first run (docs/benchmarks.md, Fast start). This pipeline's side inputs are small (counts, the statistics,
+    module (thousands once TensorFlow is imported) for each side input a bundle loads: a measurable part of a small
+    run (docs/benchmarks.md, Fast start). This pipeline's side inputs are small (counts, the statistics,
     files' paths: the runner holds no record, docs/scale.md), so reading one again costs less than weighing it;
     a bundle still reads each of its side inputs once. SDK worker processes keep Beam's default.
     """

@@ -1,8 +1,8 @@
 """Side inputs in the DirectRunner's in-process workers, read per bundle without Beam's state cache
 (launcher/runners.py ``side_inputs_read_per_bundle``; docs/benchmarks.md, Fast start).
 
-The cache weighed every side input a bundle loaded by walking the globals of every loaded module (objsize): 47
-times, 0.1 s of README's first run. Here a real pipeline on the launcher's runner, in the launcher's process,
+The cache weighed every side input a bundle loaded by walking the globals of every loaded module (objsize), in
+every bundle of every run. Here a real pipeline on the launcher's runner, in the launcher's process,
 reads singleton, list and dict side inputs in every one of its bundles: each bundle sees them whole, and nothing
 is weighed.
 """
