@@ -33,16 +33,11 @@ BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 sys.path[:0] = [str(ROOT), str(BENCH)]
 
-from common import log, positive  # noqa: E402
+from common import log, positive, readme_sample  # noqa: E402
 from harness import fmt_spread, interleaved, new_parser, spread_figure, write_json  # noqa: E402
+from readme_runs import RUNS  # noqa: E402  README's two runs
 
 KINDS = ("beam", "this")
-RUNS = {
-    "segmentation": lambda sample: ["--input", str(sample / "segmentation" / "manifest.csv"), "--task", "segmentation",
-                                    "--num_classes", "8", "--ignore_label", "255"],
-    "classification": lambda sample: ["--input", str(sample / "classification" / "images"),
-                                      "--task", "classification"],
-}
 
 
 def child(kind: str, output: str, args: Sequence[str]) -> None:
@@ -100,11 +95,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
     args.workdir = args.workdir.resolve()
-    sample = args.workdir / "sample"                     # the one bench/readme_runs.py makes
-    if not (sample / "segmentation" / "manifest.csv").exists():
-        log(f"making the sample corpus in {sample}")
-        subprocess.run([sys.executable, "-m", "tools.sample_corpus", str(sample), "--overwrite"], cwd=ROOT,
-                       check=True, stdout=subprocess.DEVNULL)
+    sample = readme_sample(args.workdir / "sample")
     results = {run: {kind: [] for kind in KINDS} for run in RUNS}
     for repeat in range(args.repeats):
         for run in RUNS:

@@ -321,6 +321,16 @@ def spread(values: Sequence[float], fmt: str = "{:.2f}", form: str = "{median} (
     return form.format(n=len(values), **{name: fmt.format(value) for name, value in numbers.items()})
 
 
+def readme_sample(folder: Path) -> Path:
+    """README's sample corpus (what ``make run`` makes with ``python -m tools.sample_corpus``) in ``folder``, made
+    when it is not there yet."""
+    if not (folder / "segmentation" / "manifest.csv").exists():
+        log(f"making the sample corpus in {folder}")
+        subprocess.run([sys.executable, "-m", "tools.sample_corpus", str(folder), "--overwrite"], cwd=ROOT,
+                       check=True, stdout=subprocess.DEVNULL, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    return folder
+
+
 def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 

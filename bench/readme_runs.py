@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Optional, Sequence
@@ -35,7 +34,7 @@ BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 sys.path[:0] = [str(ROOT), str(BENCH)]
 
-from common import log, run_measured  # noqa: E402
+from common import log, readme_sample, run_measured  # noqa: E402
 from harness import fmt_spread, interleaved, spread_figure, write_json  # noqa: E402
 
 RUNS = {
@@ -68,10 +67,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser.parse_args(argv)
     workdir = args.workdir.resolve()
     (workdir / "logs").mkdir(parents=True, exist_ok=True)
-    sample = workdir / "sample"
-    if not (sample / "segmentation" / "manifest.csv").exists():
-        subprocess.run([sys.executable, "-m", "tools.sample_corpus", str(sample), "--overwrite"], cwd=ROOT,
-                       check=True, stdout=subprocess.DEVNULL, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    sample = readme_sample(workdir / "sample")
     checkouts = {"before": args.baseline.resolve(), "this": ROOT}
     kinds = {} if args.no_sample else dict(RUNS)
     for listing in args.listing:

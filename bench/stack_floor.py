@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -37,8 +36,9 @@ BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 sys.path[:0] = [str(ROOT), str(BENCH)]
 
-from common import log, run_measured  # noqa: E402
+from common import log, readme_sample, run_measured  # noqa: E402
 from harness import fmt_spread, interleaved, spread_figure, write_json  # noqa: E402
+from readme_runs import RUNS as README_RUNS  # noqa: E402
 
 TFT_JOB = """
 import gc, os, sys, tempfile
@@ -84,8 +84,7 @@ def command(kind: str, sample: Path, output: Path) -> list:
                               "import apache_beam; import tensorflow_transform.beam; os._exit(0)"]
     if kind == "tft_job":
         return [python, "-c", TFT_JOB, str(output)]
-    return [python, "-m", "beam_pipeline", "--input", str(sample / "segmentation" / "manifest.csv"),
-            "--output", str(output), "--task", "segmentation", "--num_classes", "8", "--ignore_label", "255"]
+    return [python, "-m", "beam_pipeline", *README_RUNS["segmentation"](sample), "--output", str(output)]
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -96,11 +95,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--json", type=Path, help="also write every run and figure here")
     args = parser.parse_args(argv)
     args.workdir.mkdir(parents=True, exist_ok=True)
-    sample = args.workdir / "sample"
-    if not (sample / "segmentation" / "manifest.csv").exists():
-        log(f"making the sample corpus in {sample}")
-        subprocess.run([sys.executable, "-m", "tools.sample_corpus", str(sample), "--overwrite"], cwd=ROOT,
-                       check=True, stdout=subprocess.DEVNULL, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    sample = readme_sample(args.workdir / "sample")
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     runs = {kind: [] for kind in KINDS}
     for repeat in range(args.repeats):
