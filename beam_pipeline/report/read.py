@@ -6,6 +6,7 @@ relative to ``folder``; ``folder`` may be a local path, gs:// or s3://.
 """
 
 import concurrent.futures
+import functools
 import io
 import json
 import logging
@@ -178,12 +179,12 @@ class LazyGallery:
         sources = list({id(item.source): item.source for item in items if item.source.decoded is None}.values())
         threads = min(len(sources), os.cpu_count() or 1)
         if threads:
+            thumbnails = functools.partial(_thumbnails, px=self._px, task=self._task)
             with concurrent.futures.ThreadPoolExecutor(threads) as pool:
                 for first in range(0, len(sources), 2 * threads):      # a few records' features out at a time
                     chunk = sources[first:first + 2 * threads]
                     encoded = [source.encoded(self._decoder) for source in chunk]
-                    for source, pair in zip(chunk, pool.map(_thumbnails, encoded, [self._px] * len(chunk),
-                                                            [self._task] * len(chunk))):
+                    for source, pair in zip(chunk, pool.map(thumbnails, encoded)):
                         source.keep(pair)
         for item in items:
             item.image, item.mask = item.source.decoded
